@@ -1,0 +1,56 @@
+# Thin wrapper over Meson/Ninja so a newcomer needs only `make demo` and `make test`.
+# Build folders: build/ (gcc, what users run), build-san/ (clang, ASan+UBSan, fuzz targets).
+
+BUILD      ?= build
+BUILD_SAN  ?= build-san
+PYTHON     ?= python3
+FUZZ_SECONDS ?= 5
+
+.PHONY: all deps build build-san demo test test-unit test-san test-system testbed testbed-down bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) >/dev/null
+
+$(BUILD_SAN)/build.ninja:
+	CC=clang meson setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true >/dev/null
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+build-san: $(BUILD_SAN)/build.ninja
+	ninja -C $(BUILD_SAN)
+
+demo: deps build
+	@scripts/demo.sh $(BUILD)
+
+test: deps build build-san
+	$(MAKE) --no-print-directory test-unit test-san test-system
+
+test-unit: build
+	meson test -C $(BUILD) --print-errorlogs --suite unit
+
+# Unit tests again under ASan+UBSan, plus a short smoke run of every fuzz target.
+test-san: build-san
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	  meson test -C $(BUILD_SAN) --print-errorlogs --suite unit --suite fuzz
+
+test-system: build
+	SLIP_BUILD=$(abspath $(BUILD)) SLIP_BUILD_SAN=$(abspath $(BUILD_SAN)) \
+	  $(PYTHON) -m pytest -ra tests/system
+
+testbed: build
+	$(PYTHON) scripts/testbed.py up
+
+testbed-down:
+	$(PYTHON) scripts/testbed.py down
+
+bench: deps build
+	bench/run
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN)

@@ -1,0 +1,51 @@
+/* Structures shared between the XDP steering program (steer.bpf.c) and user space
+ * (src/xsk/steer.c). Plain fixed-width types only: this header is compiled by clang -target bpf too. */
+#ifndef SLIP_BPF_STEER_H
+#define SLIP_BPF_STEER_H
+
+#include <linux/types.h>
+
+#define STEER_MAX_QUEUES   64
+#define STEER_MAX_FLOWS    65536
+#define STEER_MAX_FRAGS    1024
+
+/* Key of the owned-flow map, all fields in network byte order. A connected flow is the full
+ * 4-tuple seen from the stack (laddr/lport local). A listening or bound socket has raddr = 0 and
+ * rport = 0; laddr = 0 means every local address. Lookup order: 4-tuple, (laddr, lport), (0, lport). */
+struct steer_key {
+    __u32 laddr;
+    __u32 raddr;
+    __u16 lport;
+    __u16 rport;
+    __u8 proto;                 /* IPPROTO_TCP or IPPROTO_UDP */
+    __u8 pad[3];
+};
+
+struct steer_val {
+    __u32 stack_id;             /* who owns it, for tools */
+    __u32 flags;
+};
+
+/* Per-CPU counters, indices into the `counters` array map. */
+enum steer_counter {
+    STEER_C_RX,                 /* frames seen */
+    STEER_C_REDIRECTED,         /* sent to an AF_XDP socket */
+    STEER_C_PASSED,             /* handed to the kernel, not ours */
+    STEER_C_MALFORMED,          /* could not be parsed: passed to the kernel */
+    STEER_C_NO_XSK,             /* ours but no socket on this queue: passed */
+    STEER_C_FRAG,               /* IPv4 fragments redirected */
+    STEER_C_ICMP_ERR,           /* ICMP errors quoting an owned flow, redirected */
+    STEER_C_MULTIBUF,           /* multi-buffer frames of owned flows: passed (socket lacks SG) */
+    STEER_C__MAX
+};
+
+/* Key of the fragment map: a datagram whose first fragment matched an owned flow. */
+struct steer_frag_key {
+    __u32 saddr;
+    __u32 daddr;
+    __u16 id;
+    __u8 proto;
+    __u8 pad;
+};
+
+#endif

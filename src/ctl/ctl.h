@@ -1,0 +1,98 @@
+/* Control plane: links, IPv4 addresses, routes and neighbours mirrored from the kernel over
+ * netlink (libmnl) into fixed-size tables in the stack's shared memory, kept current by
+ * subscribing to rtnetlink groups. Readers use the ctl_tables__* functions, which are pure and
+ * never touch a socket. Neighbour resolution asks the kernel (the kernel owns ARP). */
+#ifndef SLIP_CTL_CTL_H
+#define SLIP_CTL_CTL_H
+
+#include "base/types.h"
+
+#define CTL_MAX_LINKS  64
+#define CTL_MAX_ADDRS  256
+#define CTL_MAX_ROUTES 1024
+#define CTL_MAX_NEIGHS 4096
+#define CTL_IFNAMSIZ   16
+
+struct ctl_link {
+    uint32_t ifindex;
+    uint32_t mtu;
+    uint32_t flags;             /* IFF_* */
+    uint8_t mac[6];
+    char name[CTL_IFNAMSIZ];
+};
+
+struct ctl_addr {
+    uint32_t ifindex;
+    be32 addr;
+    be32 broadcast;
+    uint8_t prefixlen;
+};
+
+struct ctl_route {
+    be32 dst;
+    uint8_t prefixlen;
+    uint8_t type;               /* RTN_UNICAST, RTN_LOCAL, RTN_BLACKHOLE ... */
+    be32 gateway;               /* 0 when directly connected */
+    be32 prefsrc;
+    uint32_t oif;
+    uint32_t mtu;               /* RTAX_MTU, 0 when unset */
+    uint32_t priority;          /* metric */
+    uint32_t table;
+};
+
+struct ctl_neigh {
+    uint32_t ifindex;
+    be32 addr;
+    uint16_t state;             /* NUD_* */
+    uint8_t mac[6];
+};
+
+/* The mirrored tables. Written by the one process that runs ctl__process(); a reader that may
+ * race a writer checks `seq` (odd while an update is in progress) before and after reading. */
+struct ctl_tables {
+    uint32_t seq;
+    uint32_t nlinks, naddrs, nroutes, nneighs;
+    uint64_t updates;           /* netlink messages applied */
+    uint64_t overflows;         /* entries dropped because a table was full */
+    struct ctl_link links[CTL_MAX_LINKS];
+    struct ctl_addr addrs[CTL_MAX_ADDRS];
+    struct ctl_route routes[CTL_MAX_ROUTES];
+    struct ctl_neigh neighs[CTL_MAX_NEIGHS];
+};
+
+/* Result of a route lookup. */
+struct ctl_nexthop {
+    uint32_t ifindex;
+    be32 src;                   /* preferred source: route prefsrc, else the first address of ifindex */
+    be32 nexthop;               /* gateway, or the destination itself when directly connected */
+    uint32_t mtu;               /* route MTU if set, else link MTU */
+    uint8_t type;               /* RTN_* of the matched route */
+};
+
+struct ctl;
+
+/* Opens netlink sockets in the calling process's network namespace, dumps links, addresses,
+ * main-table routes and neighbours into t, and subscribes to their changes. Negative errno. */
+int ctl__open(struct ctl **out, struct ctl_tables *t);
+void ctl__close(struct ctl *c);
+/* Fd that becomes readable when updates are pending (for epoll). */
+int ctl__fd(const struct ctl *c);
+/* Applies every pending update without blocking. Returns how many were applied, or -errno. */
+int ctl__process(struct ctl *c);
+/* Asks the kernel to resolve ip on ifindex (RTM_NEWNEIGH with NTF_USE): the kernel sends the ARP
+ * request and the reply lands in its own table, which reaches us as an update. Never blocks. */
+int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip);
+
+/* Longest-prefix match over the main table (ties broken by lowest metric). 0, or -ENETUNREACH. */
+int ctl_tables__route(const struct ctl_tables *t, be32 dst, struct ctl_nexthop *out);
+/* 0 and the MAC when the kernel has a usable entry (REACHABLE, STALE, DELAY, PROBE, PERMANENT,
+ * NOARP), -EAGAIN when absent or still INCOMPLETE, -EHOSTUNREACH when FAILED. */
+int ctl_tables__neigh(const struct ctl_tables *t, uint32_t ifindex, be32 ip, uint8_t mac[6]);
+const struct ctl_link *ctl_tables__link(const struct ctl_tables *t, uint32_t ifindex);
+const struct ctl_link *ctl_tables__link_by_name(const struct ctl_tables *t, const char *name);
+/* True when addr is one of this host's addresses (on ifindex, or any when ifindex is 0). */
+bool ctl_tables__is_local(const struct ctl_tables *t, be32 addr, uint32_t ifindex);
+/* The first IPv4 address of ifindex, or 0. */
+be32 ctl_tables__first_addr(const struct ctl_tables *t, uint32_t ifindex);
+
+#endif

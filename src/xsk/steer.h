@@ -1,0 +1,33 @@
+/* Loads and attaches the XDP steering program (bpf/steer.bpf.c) to one interface through a
+ * bpf_link (it goes away with its owner), and edits its maps: which AF_XDP socket serves each
+ * queue and which flows the stack owns. Everything not owned keeps going to the kernel. */
+#ifndef SLIP_XSK_STEER_H
+#define SLIP_XSK_STEER_H
+
+#include "base/types.h"
+#include "bpf/steer.h"
+
+enum steer_xdp_mode {
+    STEER_XDP_AUTO,             /* native (driver) mode, else generic with one warning line */
+    STEER_XDP_NATIVE,           /* fail when the driver has no XDP */
+    STEER_XDP_GENERIC,          /* skb mode */
+};
+
+struct steer;
+
+/* On failure returns negative errno and writes one line naming the cause into err (missing
+ * interface, missing capability, no native XDP, another XDP program already attached ...). */
+int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, char *err, size_t errlen);
+void steer__detach(struct steer *s);
+int steer__ifindex(const struct steer *s);
+bool steer__native(const struct steer *s);
+int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd);
+int steer__clear_xsk(struct steer *s, uint32_t queue_id);
+int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v);
+int steer__del(struct steer *s, const struct steer_key *k);
+/* Sums the per-CPU counters into out[STEER_C__MAX]. */
+int steer__counters(struct steer *s, uint64_t *out);
+/* Human-readable counter names, index by enum steer_counter. */
+const char *steer__counter_name(enum steer_counter c);
+
+#endif

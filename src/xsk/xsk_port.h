@@ -1,0 +1,98 @@
+/* AF_XDP port: one UMEM shared by one socket per (interface, queue). Rings are process-local
+ * mappings; the UMEM memory and its frame pool live in the caller's shared memory (memfd), so a
+ * forked child can keep using them. Frames are addressed by UMEM offset everywhere. */
+#ifndef SLIP_XSK_PORT_H
+#define SLIP_XSK_PORT_H
+
+#include "base/types.h"
+#include "xsk/frame_pool.h"
+
+#define XSK_BURST_DEFAULT 64
+
+enum xsk_bind_mode {
+    XSK_BIND_AUTO,              /* zero-copy if the driver allows it, else copy */
+    XSK_BIND_COPY,
+    XSK_BIND_ZEROCOPY,          /* fails with a clear error when the driver refuses */
+};
+
+struct xsk_umem_config {
+    uint32_t frame_size;        /* power of two, 2048 or 4096 */
+    uint32_t nframes;
+    uint32_t fill_size;         /* ring sizes, powers of two */
+    uint32_t comp_size;
+    uint32_t headroom;          /* bytes reserved before packet data in each frame */
+};
+
+struct xsk_port_config {
+    const char *ifname;
+    uint32_t queue_id;
+    uint32_t rx_size, tx_size;  /* powers of two */
+    uint32_t burst;             /* RX/TX burst, default XSK_BURST_DEFAULT */
+    enum xsk_bind_mode mode;
+    bool need_wakeup;           /* XDP_USE_NEED_WAKEUP (default on) */
+    bool busy_poll;             /* SO_PREFER_BUSY_POLL + SO_BUSY_POLL + SO_BUSY_POLL_BUDGET */
+    uint32_t busy_poll_usec;
+    uint32_t busy_poll_budget;
+};
+
+/* What a frame holds: its UMEM offset (of the packet data) and the packet length. */
+struct xsk_frame {
+    uint64_t addr;
+    uint32_t len;
+    uint32_t pad_;
+};
+
+/* Kernel XDP_STATISTICS plus the port's own counters. */
+struct xsk_port_stats {
+    uint64_t rx_dropped;                /* kernel: dropped for reasons other than invalid desc */
+    uint64_t rx_invalid_descs;
+    uint64_t tx_invalid_descs;
+    uint64_t rx_ring_full;
+    uint64_t rx_fill_ring_empty_descs;
+    uint64_t tx_ring_empty_descs;
+    uint64_t rx_packets, rx_bursts;     /* software */
+    uint64_t tx_packets, tx_kicks, tx_kick_eagain, tx_kick_ebusy, tx_ring_full;
+    uint64_t fill_pool_empty;           /* refill found the frame pool empty */
+};
+
+struct xsk_umem_area;
+struct xsk_port;
+
+/* Registers mem (size >= nframes * frame_size, page aligned, typically an mmap of a memfd) as a
+ * UMEM and initialises pool (which must hold xsk_frame_pool__bytes(nframes)). Negative errno. */
+int xsk_umem_area__create(struct xsk_umem_area **out, void *mem, const struct xsk_umem_config *cfg,
+                          struct xsk_frame_pool *pool);
+void xsk_umem_area__destroy(struct xsk_umem_area *u);
+static inline void *xsk_umem_area__data_at(void *mem, uint64_t addr) { return (uint8_t *)mem + addr; }
+void *xsk_umem_area__data(const struct xsk_umem_area *u, uint64_t addr);
+struct xsk_frame_pool *xsk_umem_area__pool(const struct xsk_umem_area *u);
+uint32_t xsk_umem_area__headroom(const struct xsk_umem_area *u);
+
+/* Creates the AF_XDP socket for cfg->ifname/queue_id, binds it and fills the fill ring. No XDP
+ * program is loaded (the caller's steering program redirects to xsk_port__fd()). On failure
+ * returns negative errno and writes one line that names the cause into err. */
+int xsk_port__create(struct xsk_port **out, struct xsk_umem_area *u, const struct xsk_port_config *cfg,
+                     char *err, size_t errlen);
+void xsk_port__destroy(struct xsk_port *p);
+int xsk_port__fd(const struct xsk_port *p);
+bool xsk_port__zerocopy(const struct xsk_port *p);
+uint32_t xsk_port__queue(const struct xsk_port *p);
+int xsk_port__ifindex(const struct xsk_port *p);
+
+/* Takes up to max received frames (the caller owns them and returns them with
+ * xsk_frame_pool__put), then tops up the fill ring from the pool (waking the kernel when
+ * need_wakeup asks for it). */
+unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsigned max);
+/* Queues frames on the TX ring; returns how many were taken (the rest stay the caller's).
+ * Frames are owned by the port until their completion comes back into the pool. */
+unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, unsigned n);
+/* Kicks the kernel if needed (sendto MSG_DONTWAIT, looping on EAGAIN/EBUSY within a bound) and
+ * drains the completion ring into the pool. Returns 0 or negative errno. */
+int xsk_port__tx_flush(struct xsk_port *p);
+/* Drains completions only. */
+void xsk_port__complete(struct xsk_port *p);
+/* True when the RX ring has descriptors waiting. */
+bool xsk_port__rx_pending(const struct xsk_port *p);
+int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out);
+
+#endif
