@@ -1,0 +1,3 @@
+#include "tests/unit/check.h"
+TEST(placeholder) { CHECK(0, ==, 1); }
+TEST_MAIN()
