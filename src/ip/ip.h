@@ -1,0 +1,180 @@
+/* IPv4 for the stack: input validation and classification, fragment reassembly, output with
+ * route/neighbour lookup and fragmentation, path-MTU cache and ICMP error parsing. Protocol code:
+ * time comes in through env->now and functions return their next deadline, never read a clock.
+ * ip/ sits below udp/ and tcp/ and never calls up: the stack's poll loop dispatches what
+ * ip_input() classified. */
+#ifndef SLIP_IP_IP_H
+#define SLIP_IP_IP_H
+
+#include <sys/uio.h>
+
+#include "base/types.h"
+#include "pkt/pkt.h"
+#include "wire/ipv4.h"
+#include "wire/icmp.h"
+
+struct ctl;
+struct ctl_tables;
+struct xsk_port;
+
+#define IP_REASS_SLOTS      64
+#define IP_REASS_TIMEOUT    (30 * SLIP_SEC)    /* Linux ipfrag_time */
+#define IP_NEIGH_SLOTS      64
+#define IP_NEIGH_QLEN       16                 /* datagrams held per unresolved neighbour */
+#define IP_NEIGH_TIMEOUT    (3 * SLIP_SEC)     /* give up on a neighbour the kernel cannot resolve */
+#define IP_NEIGH_REASK      (1 * SLIP_SEC)
+#define IP_PMTU_SLOTS       256
+#define IP_PMTU_EXPIRES     (600 * SLIP_SEC)   /* Linux mtu_expires */
+#define IP_MIN_MTU          552                /* Linux min_pmtu: below it we keep 552 */
+#define IP_DEFAULT_TTL      64
+#define IP_TX_BATCH         64
+
+/* Everything counted on the IP path. Shown by tools and checked by tests. */
+#define IP_COUNTERS(X) \
+    X(rx_frames) X(rx_not_ipv4) X(rx_bad_eth) X(rx_truncated) X(rx_bad_header) X(rx_bad_csum) \
+    X(rx_bad_options) X(rx_source_route) X(rx_not_local) X(rx_delivered) \
+    X(frag_rx) X(frag_bad) X(reass_ok) X(reass_timeout) X(reass_overlap) X(reass_dup) \
+    X(reass_no_slot) X(reass_no_buf) \
+    X(tx_datagrams) X(tx_frames) X(tx_frags) X(tx_no_route) X(tx_no_frame) X(tx_too_big) \
+    X(tx_port_full) X(tx_no_port) \
+    X(neigh_wait) X(neigh_resolved) X(neigh_failed) X(neigh_overflow) \
+    X(icmp_rx) X(icmp_bad) X(icmp_err_rx) X(pmtu_updates)
+
+struct ip_counters {
+#define IP_COUNTER_FIELD(n) uint64_t n;
+    IP_COUNTERS(IP_COUNTER_FIELD)
+#undef IP_COUNTER_FIELD
+};
+
+struct ip_reass_slot {
+    be32 src, dst;
+    uint16_t id;
+    uint8_t proto;
+    uint8_t used;
+    uint32_t total;             /* payload length, known once the last fragment arrived, else 0 */
+    uint32_t received;          /* payload bytes held */
+    uint32_t nbufs;
+    slip_idx_t frags;           /* buffers sorted by frag_off, linked through pkt_meta.chain */
+    slip_time_t expires;
+};
+
+struct ip_neigh_wait {
+    uint32_t ifindex;
+    be32 ip;
+    uint8_t used;
+    struct pkt_queue q;         /* complete frames waiting for a destination MAC */
+    slip_time_t expires;
+    slip_time_t next_ask;
+};
+
+struct ip_pmtu_entry {
+    be32 dst;
+    uint16_t mtu;
+    slip_time_t expires;
+};
+
+/* IP state in the stack's shared memory. */
+struct ip_shared {
+    struct ip_counters c;
+    uint16_t next_id;
+    uint32_t reass_bufs;        /* buffers held by reassembly */
+    uint32_t reass_max_bufs;    /* bound on the above */
+    struct ip_reass_slot reass[IP_REASS_SLOTS];
+    struct ip_neigh_wait neigh[IP_NEIGH_SLOTS];
+    struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
+};
+
+/* One transmit queue: a port and the frames batched for it until ip_output__flush(). */
+struct ip_txq {
+    struct xsk_port *port;
+    uint32_t ifindex;
+    unsigned n;
+    uint64_t addr[IP_TX_BATCH];
+    uint32_t len[IP_TX_BATCH];
+};
+
+/* Per-call context, process-local. */
+struct ip_env {
+    struct pkt_pool *pool;
+    struct ip_shared *sh;
+    const struct ctl_tables *ctl_t;
+    struct ctl *ctl;            /* for neighbour resolution requests; NULL in unit tests */
+    struct ip_txq *txq;
+    unsigned ntxq;
+    slip_time_t now;
+    /* Unit tests capture transmitted frames here instead of a port (frame ownership passes). */
+    void (*tx_hook)(void *arg, uint32_t ifindex, slip_idx_t pkt);
+    void *tx_arg;
+};
+
+/* What ip_input() found: a datagram for a local address. pkt is the head of a buffer chain whose
+ * first buffer starts at the transport header; l4_len is the transport length (header included). */
+struct ip_rx {
+    struct wire_ipv4_repr ip;
+    slip_idx_t pkt;
+    uint32_t l4_len;
+    uint32_t ifindex;
+};
+
+void ip_shared__init(struct ip_shared *sh, uint32_t reass_max_bufs);
+
+/* Validates one received Ethernet frame (already adopted as pkt). Returns 1 with *out filled when
+ * a datagram is ready for the transport layer (its buffers are then the caller's), 0 when the
+ * frame was consumed: dropped and counted, or held for reassembly. */
+int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx *out);
+
+/* Reassembly (RFC 791 §3.2, with RFC 5722-style rejection of overlaps as Linux does for IPv4).
+ * Takes one fragment whose buffer starts at its payload; returns the head of the whole datagram
+ * (chain ordered by offset) or SLIP_NIL when more fragments are needed or it was dropped. */
+slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, slip_idx_t pkt, uint32_t *l4_len);
+/* Drops datagrams past their deadline; returns the earliest remaining deadline. */
+slip_time_t ip_reass__expire(struct ip_env *env);
+
+/* Where a datagram to dst goes. */
+struct ip_route {
+    uint32_t ifindex;
+    be32 src;
+    be32 nexthop;
+    uint32_t mtu;               /* min(route or link MTU, cached path MTU) */
+    uint8_t src_mac[6];
+};
+
+struct ip_tx {
+    be32 src, dst;
+    uint8_t proto;
+    uint8_t ttl;
+    uint8_t tos;
+    bool df;
+};
+
+/* Route lookup for dst. -ENETUNREACH, -EHOSTUNREACH (blackhole/unreachable route) or 0. */
+int ip_output__route(struct ip_env *env, be32 dst, struct ip_route *rt);
+/* Sends one transport datagram (headers already in iov, checksums done), fragmenting to the
+ * route MTU unless tx->df (then -EMSGSIZE). Frames wait for the neighbour when needed.
+ * Returns 0 or negative errno (-ENOBUFS when out of frames). */
+int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct ip_tx *tx,
+                    const struct iovec *iov, int iovcnt);
+/* Pushes batched frames to their ports and kicks the kernel. */
+void ip_output__flush(struct ip_env *env);
+/* Releases datagrams whose neighbour got resolved, re-asks the kernel, drops the hopeless.
+ * Returns the next deadline. */
+slip_time_t ip_neigh__service(struct ip_env *env);
+/* Frees everything held (shutdown). */
+void ip_shared__purge(struct ip_env *env);
+
+/* Path MTU (RFC 1191): learnt from ICMP fragmentation-needed, expires after IP_PMTU_EXPIRES. */
+void ip_pmtu__update(struct ip_env *env, be32 dst, uint32_t mtu);
+uint32_t ip_pmtu__get(struct ip_env *env, be32 dst);
+
+/* An ICMP error that quotes one of our datagrams. */
+struct ip_icmp_err {
+    uint8_t type, code;
+    uint16_t mtu;               /* frag-needed */
+    struct wire_icmp_quote q;   /* quote.ip.src is our address */
+};
+/* Parses an ICMP message delivered by ip_input (rx->pkt: whole message, contiguous or chained).
+ * Returns 1 for an error quoting a TCP/UDP datagram (filled in *err), 0 for anything else
+ * (counted); never frees rx->pkt. */
+int ip_icmp__input(struct ip_env *env, const struct ip_rx *rx, struct ip_icmp_err *err);
+
+#endif

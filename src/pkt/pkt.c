@@ -1,0 +1,109 @@
+/* Packet buffer records and queues; see pkt.h. */
+#include "pkt/pkt.h"
+
+#include <string.h>
+
+static void meta_reset(struct pkt_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->next = SLIP_NIL;
+    m->chain = SLIP_NIL;
+}
+
+slip_idx_t pkt__alloc(struct pkt_pool *p)
+{
+    uint64_t a = xsk_frame_pool__get(p->frames);
+    if (a == UINT64_MAX)
+        return SLIP_NIL;
+    slip_idx_t i = pkt__index(p, a);
+    meta_reset(&p->meta[i]);
+    p->meta[i].off = (uint16_t)p->headroom;
+    return i;
+}
+
+slip_idx_t pkt__adopt(struct pkt_pool *p, uint64_t addr, uint32_t len)
+{
+    slip_idx_t i = pkt__index(p, addr);
+    meta_reset(&p->meta[i]);
+    p->meta[i].off = (uint16_t)(addr - pkt__addr(p, i));
+    p->meta[i].len = (uint16_t)len;
+    p->meta[i].total = len;
+    return i;
+}
+
+void pkt__free_chain(struct pkt_pool *p, slip_idx_t i)
+{
+    while (i != SLIP_NIL) {
+        slip_idx_t n = p->meta[i].chain;
+        xsk_frame_pool__put(p->frames, pkt__addr(p, i));
+        i = n;
+    }
+}
+
+uint32_t pkt__chain_len(const struct pkt_pool *p, slip_idx_t i)
+{
+    uint32_t n = 0;
+    for (; i != SLIP_NIL; i = p->meta[i].chain)
+        n += p->meta[i].len;
+    return n;
+}
+
+size_t pkt__chain_copy(const struct pkt_pool *p, slip_idx_t i, size_t skip, void *dst, size_t len)
+{
+    size_t done = 0;
+    for (; i != SLIP_NIL && done < len; i = p->meta[i].chain) {
+        size_t blen = p->meta[i].len;
+        if (skip >= blen) {
+            skip -= blen;
+            continue;
+        }
+        size_t n = SLIP_MIN(blen - skip, len - done);
+        memcpy((uint8_t *)dst + done, pkt__data(p, i) + skip, n);
+        done += n;
+        skip = 0;
+    }
+    return done;
+}
+
+void pkt_queue__init(struct pkt_queue *q)
+{
+    q->head = q->tail = SLIP_NIL;
+    q->count = q->bytes = 0;
+}
+
+void pkt_queue__push(struct pkt_pool *p, struct pkt_queue *q, slip_idx_t i, uint32_t bytes)
+{
+    p->meta[i].next = SLIP_NIL;
+    if (q->tail == SLIP_NIL)
+        q->head = i;
+    else
+        p->meta[q->tail].next = i;
+    q->tail = i;
+    q->count++;
+    q->bytes += bytes;
+}
+
+slip_idx_t pkt_queue__pop(struct pkt_pool *p, struct pkt_queue *q, uint32_t bytes)
+{
+    slip_idx_t i = q->head;
+    if (i == SLIP_NIL)
+        return SLIP_NIL;
+    q->head = p->meta[i].next;
+    if (q->head == SLIP_NIL)
+        q->tail = SLIP_NIL;
+    p->meta[i].next = SLIP_NIL;
+    q->count--;
+    q->bytes -= bytes;
+    return i;
+}
+
+void pkt_queue__purge(struct pkt_pool *p, struct pkt_queue *q)
+{
+    slip_idx_t i = q->head;
+    while (i != SLIP_NIL) {
+        slip_idx_t n = p->meta[i].next;
+        pkt__free_chain(p, i);
+        i = n;
+    }
+    pkt_queue__init(q);
+}

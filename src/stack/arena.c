@@ -1,0 +1,67 @@
+/* Shared arena; see arena.h. */
+#include "stack/arena.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int slip_arena__create(struct slip_arena *a, const char *name, size_t size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size = SLIP_ALIGN_UP(size, (size_t)page);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)size) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    /* MAP_POPULATE: fault the memory in now, not on the first packet. */
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    a->memfd = fd;
+    a->base = p;
+    a->size = size;
+    a->used = 0;
+    return 0;
+}
+
+int slip_arena__attach(struct slip_arena *a, int memfd)
+{
+    struct stat st;
+    if (fstat(memfd, &st) < 0)
+        return -errno;
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    a->memfd = memfd;
+    a->base = p;
+    a->size = (size_t)st.st_size;
+    a->used = a->size;
+    return 0;
+}
+
+void slip_arena__destroy(struct slip_arena *a)
+{
+    if (a->base)
+        munmap(a->base, a->size);
+    if (a->memfd >= 0)
+        close(a->memfd);
+    a->base = NULL;
+    a->memfd = -1;
+}
+
+int64_t slip_arena__carve(struct slip_arena *a, size_t size, size_t align)
+{
+    size_t off = SLIP_ALIGN_UP(a->used, align);
+    if (off + size > a->size)
+        return -ENOMEM;
+    a->used = off + size;
+    return (int64_t)off;
+}

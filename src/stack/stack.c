@@ -1,0 +1,662 @@
+/* The stack object: arena layout, ports and steering per interface, the poll loop that moves
+ * frames between the rings and the protocol layers, and the UDP entry points. The poll loop is
+ * the one place that reads the clock; protocol code gets `now` from it. */
+#include "stack/stack.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "ctl/ctl.h"
+#include "ip/ip.h"
+#include "pkt/pkt.h"
+#include "stack/arena.h"
+#include "stack/lock.h"
+#include "udp/udp.h"
+
+#define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
+#define SLIP_SHM_VERSION 1
+#define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
+
+#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_tcp_unhandled) X(rx_other_proto)
+
+struct stack_counters {
+#define STACK_COUNTER_FIELD(n) uint64_t n;
+    STACK_COUNTERS(STACK_COUNTER_FIELD)
+#undef STACK_COUNTER_FIELD
+};
+
+/* Head of the arena. Offsets locate every region. */
+struct slip_shm {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t nframes;
+    uint32_t frame_size;
+    uint32_t headroom;
+    struct slip_lock lock;
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp;
+    struct stack_counters c;
+};
+
+struct stack_iface {
+    char name[IF_NAMESIZE];
+    uint32_t ifindex;
+    struct steer *steer;
+    unsigned nq;
+    struct xsk_port *ports[SLIP_MAX_QUEUES];
+};
+
+struct slip_stack {
+    struct slip_config cfg;
+    struct slip_arena arena;
+    struct slip_shm *shm;
+    struct pkt_pool pool;
+    struct xsk_umem_area *umem;
+    struct ctl *ctl;
+    struct ctl_tables *ctl_t;
+    struct ip_shared *ip;
+    struct udp_shared *udp;
+    struct stack_iface ifs[SLIP_MAX_IFACES];
+    unsigned nifs;
+    struct ip_txq txq[SLIP_MAX_IFACES];
+    struct ip_env env;
+    int epfd;
+    slip_time_t ctl_next;
+    int kfd[UDP_MAX_SOCKS];     /* kernel socket reserving each UDP socket's port (process-local) */
+};
+
+static slip_time_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
+}
+
+void slip_config__defaults(struct slip_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->frame_size = 4096;
+    c->ring_size = 2048;
+    c->burst = XSK_BURST_DEFAULT;
+    c->bind = XSK_BIND_AUTO;
+    c->xdp = STEER_XDP_AUTO;
+    c->busy_poll_budget = 64;
+}
+
+static int env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max, bool pow2, char *err, size_t errlen)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*end || x < min || x > max || (pow2 && (x & (x - 1)))) {
+        snprintf(err, errlen, "%s=%s is not valid: want %s%u..%u", name, v, pow2 ? "a power of two in " : "", min, max);
+        return -EINVAL;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = env_u32("SLIP_FRAME_SIZE", &c->frame_size, 2048, 4096, true, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_RING_SIZE", &c->ring_size, 64, 16384, true, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_BURST", &c->burst, 1, 256, false, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_BUSY_POLL", &c->busy_poll_usec, 0, 1000000, false, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_BUSY_POLL_BUDGET", &c->busy_poll_budget, 1, 1024, false, err, errlen)) < 0)
+        return rc;
+    c->busy_poll = c->busy_poll_usec > 0;
+    const char *b = getenv("SLIP_BIND");
+    if (b && *b) {
+        if (!strcmp(b, "auto")) c->bind = XSK_BIND_AUTO;
+        else if (!strcmp(b, "copy")) c->bind = XSK_BIND_COPY;
+        else if (!strcmp(b, "zerocopy")) c->bind = XSK_BIND_ZEROCOPY;
+        else {
+            snprintf(err, errlen, "SLIP_BIND=%s is not valid: want auto, copy or zerocopy", b);
+            return -EINVAL;
+        }
+    }
+    const char *x = getenv("SLIP_XDP_MODE");
+    if (x && *x) {
+        if (!strcmp(x, "auto")) c->xdp = STEER_XDP_AUTO;
+        else if (!strcmp(x, "native")) c->xdp = STEER_XDP_NATIVE;
+        else if (!strcmp(x, "generic")) c->xdp = STEER_XDP_GENERIC;
+        else {
+            snprintf(err, errlen, "SLIP_XDP_MODE=%s is not valid: want auto, native or generic", x);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* RX queues of an interface, from sysfs (what the driver exposes to XDP). */
+static unsigned count_rx_queues(const char *ifname)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/sys/class/net/%s/queues", ifname);
+    DIR *d = opendir(path);
+    unsigned n = 0;
+    if (!d)
+        return 1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += !strncmp(e->d_name, "rx-", 3);
+    closedir(d);
+    return n ? n : 1;
+}
+
+static void env_refresh(struct slip_stack *s, slip_time_t now)
+{
+    s->env.now = now;
+}
+
+int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
+{
+    struct slip_stack *s = calloc(1, sizeof(*s));
+    unsigned nports = 0;
+    int rc = -EINVAL;
+
+    if (!s)
+        return -ENOMEM;
+    s->cfg = *cfg;
+    s->epfd = -1;
+    s->arena.memfd = -1;
+    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+        s->kfd[i] = -1;
+    if (cfg->nifaces == 0 || cfg->nifaces > SLIP_MAX_IFACES) {
+        snprintf(err, errlen, "need 1 to %d interfaces, got %u", SLIP_MAX_IFACES, cfg->nifaces);
+        goto fail;
+    }
+    for (unsigned i = 0; i < cfg->nifaces; i++) {
+        struct stack_iface *f = &s->ifs[i];
+        if (strlen(cfg->ifnames[i]) >= IF_NAMESIZE || !(f->ifindex = if_nametoindex(cfg->ifnames[i]))) {
+            snprintf(err, errlen, "interface '%s' does not exist", cfg->ifnames[i]);
+            rc = -ENODEV;
+            goto fail;
+        }
+        snprintf(f->name, sizeof(f->name), "%s", cfg->ifnames[i]);
+        f->nq = SLIP_MIN(count_rx_queues(f->name), SLIP_MAX_QUEUES);
+        nports += f->nq;
+        s->nifs++;
+    }
+
+    /* Frames: every fill and TX ring full at once, plus as many again for socket queues,
+     * reassembly and frames waiting for a neighbour. */
+    uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size;
+    size_t umem_bytes = (size_t)nframes * cfg->frame_size;
+    size_t total = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
+                   (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
+                   sizeof(struct ip_shared) + sizeof(struct udp_shared) + 8 * SLIP_CACHELINE;
+    rc = slip_arena__create(&s->arena, "slipstream-stack", total);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot create the stack's shared memory (%zu MiB): %s", total >> 20, strerror(-rc));
+        goto fail;
+    }
+    struct slip_arena *a = &s->arena;
+    int64_t o_shm = slip_arena__carve(a, sizeof(struct slip_shm), 4096);
+    int64_t o_umem = slip_arena__carve(a, umem_bytes, 4096);
+    int64_t o_pool = slip_arena__carve(a, xsk_frame_pool__bytes(nframes), SLIP_CACHELINE);
+    int64_t o_meta = slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
+    int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
+    int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
+    int64_t o_udp = slip_arena__carve(a, sizeof(struct udp_shared), SLIP_CACHELINE);
+    if (o_udp < 0) {
+        snprintf(err, errlen, "internal error: arena layout does not fit");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    s->shm = slip_arena__ptr(a, (uint64_t)o_shm);
+    s->shm->magic = SLIP_SHM_MAGIC;
+    s->shm->version = SLIP_SHM_VERSION;
+    s->shm->nframes = nframes;
+    s->shm->frame_size = cfg->frame_size;
+    s->shm->off_umem = (uint64_t)o_umem;
+    s->shm->off_pool = (uint64_t)o_pool;
+    s->shm->off_meta = (uint64_t)o_meta;
+    s->shm->off_ctl = (uint64_t)o_ctl;
+    s->shm->off_ip = (uint64_t)o_ip;
+    s->shm->off_udp = (uint64_t)o_udp;
+    slip_lock__init(&s->shm->lock);
+
+    s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
+    s->pool.frames = slip_arena__ptr(a, (uint64_t)o_pool);
+    s->pool.meta = slip_arena__ptr(a, (uint64_t)o_meta);
+    s->pool.frame_size = cfg->frame_size;
+    s->pool.headroom = 0;
+    s->pool.nframes = nframes;
+    s->ctl_t = slip_arena__ptr(a, (uint64_t)o_ctl);
+    s->ip = slip_arena__ptr(a, (uint64_t)o_ip);
+    s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
+    ip_shared__init(s->ip, nframes / 8);
+    udp_shared__init(s->udp);
+
+    rc = ctl__open(&s->ctl, s->ctl_t);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot read the kernel's addresses and routes over netlink: %s", strerror(-rc));
+        goto fail;
+    }
+
+    struct xsk_umem_config ucfg = {
+        .frame_size = cfg->frame_size, .nframes = nframes,
+        .fill_size = cfg->ring_size, .comp_size = cfg->ring_size, .headroom = 0,
+    };
+    rc = xsk_umem_area__create(&s->umem, s->pool.umem, &ucfg, s->pool.frames);
+    if (rc < 0) {
+        if (rc == -EPERM)
+            snprintf(err, errlen, "cannot register the UMEM: missing CAP_NET_RAW/CAP_IPC_LOCK (run as root)");
+        else if (rc == -ENOMEM)
+            snprintf(err, errlen, "cannot register the UMEM (%zu MiB): raise RLIMIT_MEMLOCK (ulimit -l)", umem_bytes >> 20);
+        else
+            snprintf(err, errlen, "cannot register the UMEM: %s", strerror(-rc));
+        goto fail;
+    }
+
+    for (unsigned i = 0; i < s->nifs; i++) {
+        struct stack_iface *f = &s->ifs[i];
+        rc = steer__attach(&f->steer, f->name, cfg->xdp, err, errlen);
+        if (rc < 0)
+            goto fail;
+        for (unsigned q = 0; q < f->nq; q++) {
+            struct xsk_port_config pc = {
+                .ifname = f->name, .queue_id = q, .rx_size = cfg->ring_size, .tx_size = cfg->ring_size,
+                .burst = cfg->burst, .mode = cfg->bind, .need_wakeup = true, .busy_poll = cfg->busy_poll,
+                .busy_poll_usec = cfg->busy_poll_usec, .busy_poll_budget = cfg->busy_poll_budget,
+            };
+            rc = xsk_port__create(&f->ports[q], s->umem, &pc, err, errlen);
+            if (rc < 0)
+                goto fail;
+            rc = steer__set_xsk(f->steer, q, xsk_port__fd(f->ports[q]));
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot register the AF_XDP socket of %s queue %u: %s", f->name, q, strerror(-rc));
+                goto fail;
+            }
+        }
+        s->txq[i].port = f->ports[0];
+        s->txq[i].ifindex = f->ifindex;
+    }
+
+    s->env.pool = &s->pool;
+    s->env.sh = s->ip;
+    s->env.ctl_t = s->ctl_t;
+    s->env.ctl = s->ctl;
+    s->env.txq = s->txq;
+    s->env.ntxq = s->nifs;
+
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "epoll_create1: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = { .events = EPOLLIN };
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            epoll_ctl(s->epfd, EPOLL_CTL_ADD, xsk_port__fd(s->ifs[i].ports[q]), &ev);
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, ctl__fd(s->ctl), &ev);
+    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes",
+              s->nifs, nports, nframes, cfg->frame_size);
+    *out = s;
+    return 0;
+
+fail:
+    slip_stack__close(s);
+    return rc;
+}
+
+void slip_stack__close(struct slip_stack *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+        if (s->kfd[i] >= 0)
+            close(s->kfd[i]);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    for (unsigned i = 0; i < s->nifs; i++) {
+        struct stack_iface *f = &s->ifs[i];
+        /* Detach first so the kernel stops redirecting to sockets about to close. */
+        if (f->steer)
+            steer__detach(f->steer);
+        for (unsigned q = 0; q < f->nq; q++)
+            if (f->ports[q])
+                xsk_port__destroy(f->ports[q]);
+    }
+    if (s->umem)
+        xsk_umem_area__destroy(s->umem);
+    if (s->ctl)
+        ctl__close(s->ctl);
+    slip_arena__destroy(&s->arena);
+    free(s);
+}
+
+static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t ifindex)
+{
+    struct ip_rx rx;
+    slip_idx_t p = pkt__adopt(&s->pool, addr, len);
+    pkt__meta(&s->pool, p)->stamp = s->env.now;
+    if (!ip_input(&s->env, p, ifindex, &rx))
+        return;
+    switch (rx.ip.proto) {
+    case WIRE_IPPROTO_UDP:
+        udp_input(&s->env, s->udp, &rx);
+        return;
+    case WIRE_IPPROTO_ICMP: {
+        struct ip_icmp_err e;
+        if (ip_icmp__input(&s->env, &rx, &e))
+            udp_icmp_error(s->udp, &e);
+        break;
+    }
+    case WIRE_IPPROTO_TCP:
+        s->shm->c.rx_tcp_unhandled++;   /* TCP arrives with issue #3 */
+        break;
+    default:
+        s->shm->c.rx_other_proto++;
+        break;
+    }
+    pkt__free_chain(&s->pool, rx.pkt);
+}
+
+/* Lock held. */
+static slip_time_t poll_locked(struct slip_stack *s)
+{
+    struct xsk_frame f[256];
+    slip_time_t now = now_ns();
+    unsigned burst = SLIP_MIN(s->cfg.burst, SLIP_ARRAY_SIZE(f));
+
+    env_refresh(s, now);
+    s->shm->c.polls++;
+    if (now >= s->ctl_next) {
+        ctl__process(s->ctl);
+        s->ctl_next = now + CTL_POLL_INTERVAL;
+    }
+    for (unsigned i = 0; i < s->nifs; i++) {
+        struct stack_iface *fc = &s->ifs[i];
+        for (unsigned q = 0; q < fc->nq; q++) {
+            unsigned n = xsk_port__rx_burst(fc->ports[q], f, burst);
+            if (!n)
+                continue;
+            s->shm->c.rx_bursts++;
+            s->shm->c.rx_frames += n;
+            for (unsigned k = 0; k < n; k++)
+                rx_frame(s, f[k].addr, f[k].len, fc->ifindex);
+        }
+    }
+    slip_time_t next = ip_neigh__service(&s->env);
+    next = SLIP_MIN(next, ip_reass__expire(&s->env));
+    ip_output__flush(&s->env);
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            xsk_port__complete(s->ifs[i].ports[q]);
+    /* While a neighbour is being resolved, watch the kernel's table closely. */
+    for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++)
+        if (s->ip->neigh[i].used) {
+            s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
+            next = SLIP_MIN(next, s->ctl_next);
+            break;
+        }
+    return next;
+}
+
+slip_time_t slip_stack__poll(struct slip_stack *s)
+{
+    slip_lock__acquire(&s->shm->lock);
+    slip_time_t next = poll_locked(s);
+    slip_lock__release(&s->shm->lock);
+    return next;
+}
+
+int slip_stack__wait(struct slip_stack *s, int timeout_ms)
+{
+    slip_time_t next = slip_stack__poll(s);
+    slip_time_t now = now_ns();
+    int t = timeout_ms;
+    if (next != SLIP_TIME_NEVER) {
+        slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
+        if (t < 0 || (slip_time_t)t > d)
+            t = (int)d;
+    }
+    struct epoll_event ev[8];
+    int n = epoll_wait(s->epfd, ev, 8, t);
+    if (n < 0 && errno != EINTR)
+        return -errno;
+    slip_stack__poll(s);
+    return n < 0 ? 0 : n;
+}
+
+/* ---- counters ---- */
+
+struct counter_sink {
+    FILE *f;
+    const char *want;
+    uint64_t *out;
+    bool found;
+};
+
+static void emit(struct counter_sink *k, const char *name, uint64_t v)
+{
+    if (k->f)
+        fprintf(k->f, "%s %llu\n", name, (unsigned long long)v);
+    if (k->want && !strcmp(k->want, name)) {
+        *k->out = v;
+        k->found = true;
+    }
+}
+
+static void walk_counters(struct slip_stack *s, struct counter_sink *k)
+{
+    char name[96];
+#define EMIT_STACK(n) emit(k, "stack." #n, s->shm->c.n);
+    STACK_COUNTERS(EMIT_STACK)
+#define EMIT_IP(n) emit(k, "ip." #n, s->ip->c.n);
+    IP_COUNTERS(EMIT_IP)
+#define EMIT_UDP(n) emit(k, "udp." #n, s->udp->c.n);
+    UDP_COUNTERS(EMIT_UDP)
+    emit(k, "udp.sockets", s->udp->nused);
+    emit(k, "pool.frames", s->pool.nframes);
+    emit(k, "pool.free", s->pool.frames->count);
+    emit(k, "pool.low_water", s->pool.frames->low_water);
+    emit(k, "ip.reass_bufs", s->ip->reass_bufs);
+    emit(k, "lock.contended", s->shm->lock.contended);
+    for (unsigned i = 0; i < s->nifs; i++) {
+        struct stack_iface *f = &s->ifs[i];
+        uint64_t sc[STEER_C__MAX];
+        if (steer__counters(f->steer, sc) == 0)
+            for (int c = 0; c < STEER_C__MAX; c++) {
+                snprintf(name, sizeof(name), "steer.%s.%s", f->name, steer__counter_name((enum steer_counter)c));
+                emit(k, name, sc[c]);
+            }
+        for (unsigned q = 0; q < f->nq; q++) {
+            struct xsk_port_stats st;
+            if (xsk_port__stats(f->ports[q], &st) < 0)
+                continue;
+#define EMIT_XSK(n) snprintf(name, sizeof(name), "xsk.%s.q%u." #n, f->name, q); emit(k, name, st.n);
+            EMIT_XSK(rx_dropped) EMIT_XSK(rx_invalid_descs) EMIT_XSK(tx_invalid_descs)
+            EMIT_XSK(rx_ring_full) EMIT_XSK(rx_fill_ring_empty_descs) EMIT_XSK(tx_ring_empty_descs)
+            EMIT_XSK(rx_packets) EMIT_XSK(tx_packets) EMIT_XSK(tx_kicks) EMIT_XSK(tx_kick_eagain)
+            EMIT_XSK(tx_kick_ebusy) EMIT_XSK(tx_ring_full) EMIT_XSK(fill_pool_empty)
+        }
+    }
+}
+
+void slip_stack__dump(struct slip_stack *s, FILE *f)
+{
+    struct counter_sink k = { .f = f };
+    slip_lock__acquire(&s->shm->lock);
+    walk_counters(s, &k);
+    slip_lock__release(&s->shm->lock);
+}
+
+int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out)
+{
+    struct counter_sink k = { .want = name, .out = out };
+    slip_lock__acquire(&s->shm->lock);
+    walk_counters(s, &k);
+    slip_lock__release(&s->shm->lock);
+    return k.found ? 0 : -ENOENT;
+}
+
+/* ---- UDP entry points ---- */
+
+static bool sock_ok(struct slip_stack *s, int sock)
+{
+    return sock >= 0 && sock < UDP_MAX_SOCKS && s->udp->socks[sock].state != UDPS_FREE;
+}
+
+int slip_udp__open(struct slip_stack *s)
+{
+    slip_lock__acquire(&s->shm->lock);
+    int rc = udp_sock__alloc(s->udp);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+static void steer_key(struct steer_key *k, be32 addr, uint16_t port)
+{
+    memset(k, 0, sizeof(*k));
+    k->laddr = addr;
+    k->lport = hton16(port);
+    k->proto = IPPROTO_UDP;
+}
+
+int slip_udp__bind(struct slip_stack *s, int sock, be32 addr, uint16_t port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
+     * gets an ephemeral port from the kernel's own range. */
+    int kfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (kfd < 0)
+        return -errno;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
+        int e = errno;
+        close(kfd);
+        return -e;
+    }
+    port = ntoh16(sin.sin_port);
+
+    slip_lock__acquire(&s->shm->lock);
+    int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
+    if (rc == 0) {
+        struct steer_key k;
+        struct steer_val v = { .stack_id = (uint32_t)getpid() };
+        steer_key(&k, addr, port);
+        for (unsigned i = 0; i < s->nifs && rc == 0; i++)
+            rc = steer__add(s->ifs[i].steer, &k, &v);
+        if (rc < 0) {
+            for (unsigned i = 0; i < s->nifs; i++)
+                steer__del(s->ifs[i].steer, &k);
+            udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
+            udp_sock__alloc(s->udp);    /* hands back the same slot: the caller's handle stays open */
+        }
+    }
+    slip_lock__release(&s->shm->lock);
+    if (rc < 0) {
+        close(kfd);
+        return rc;
+    }
+    s->kfd[sock] = kfd;
+    return 0;
+}
+
+int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (s->udp->socks[sock].state == UDPS_OPEN) {
+        int rc = slip_udp__bind(s, sock, 0, 0);
+        if (rc < 0)
+            return rc;
+    }
+    slip_lock__acquire(&s->shm->lock);
+    int rc = udp_sock__connect(s->udp, (slip_idx_t)sock, addr, port);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_udp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    *addr = s->udp->socks[sock].laddr;
+    *port = s->udp->socks[sock].lport;
+    return 0;
+}
+
+ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt, be32 dst, uint16_t dport)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (s->udp->socks[sock].state == UDPS_OPEN) {
+        int rc = slip_udp__bind(s, sock, 0, 0);
+        if (rc < 0)
+            return rc;
+    }
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
+    if (rc == -ENOBUFS) {
+        /* Out of frames: reclaim completions and retry once, as the kernel would block briefly. */
+        for (unsigned i = 0; i < s->nifs; i++)
+            for (unsigned q = 0; q < s->ifs[i].nq; q++)
+                xsk_port__tx_flush(s->ifs[i].ports[q]);
+        rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
+    }
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+ssize_t slip_udp__sendto(struct slip_stack *s, int sock, const void *buf, size_t len, be32 dst, uint16_t dport)
+{
+    struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+    return slip_udp__sendmsg(s, sock, &v, 1, dst, dport);
+}
+
+ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, be32 *src, uint16_t *sport, unsigned flags)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    ssize_t rc = udp_sock__recv(s->udp, &s->pool, (slip_idx_t)sock, buf, len, src, sport, flags);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_udp__close(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    struct udp_sock *u = &s->udp->socks[sock];
+    if (u->state == UDPS_BOUND) {
+        struct steer_key k;
+        steer_key(&k, u->laddr, u->lport);
+        bool shared = false;
+        /* Another socket may hold the same (addr, port) through SO_REUSEPORT later; keep the key then. */
+        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+            if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
+                s->udp->socks[i].laddr == u->laddr)
+                shared = true;
+        if (!shared)
+            for (unsigned i = 0; i < s->nifs; i++)
+                steer__del(s->ifs[i].steer, &k);
+    }
+    udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
+    slip_lock__release(&s->shm->lock);
+    if (s->kfd[sock] >= 0) {
+        close(s->kfd[sock]);
+        s->kfd[sock] = -1;
+    }
+    return 0;
+}

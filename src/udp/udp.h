@@ -1,0 +1,88 @@
+/* UDP (RFC 768) sockets of the stack: a fixed table in shared memory, a demux hash on the local
+ * port, per-socket receive queues of zero-copy buffer chains bounded by SO_RCVBUF bytes, and
+ * full-checksum output through ip/. No locking here: the stack layer holds its lock around calls. */
+#ifndef SLIP_UDP_UDP_H
+#define SLIP_UDP_UDP_H
+
+#include <sys/uio.h>
+
+#include "base/types.h"
+#include "ip/ip.h"
+#include "pkt/pkt.h"
+
+#define UDP_MAX_SOCKS    1024
+#define UDP_HASH_BUCKETS 1024
+#define UDP_RCVBUF_DEFAULT 212992  /* Linux net.core.rmem_default */
+#define UDP_MAX_PAYLOAD  (65535 - 20 - 8)
+
+enum udp_state {
+    UDPS_FREE,
+    UDPS_OPEN,                  /* allocated, not bound */
+    UDPS_BOUND,                 /* in the demux table */
+};
+
+#define UDP_COUNTERS(X) \
+    X(rx_datagrams) X(rx_bad_len) X(rx_bad_csum) X(rx_no_socket) X(rx_rcvbuf_drop) \
+    X(tx_datagrams) X(tx_errors) X(icmp_errors)
+
+struct udp_counters {
+#define UDP_COUNTER_FIELD(n) uint64_t n;
+    UDP_COUNTERS(UDP_COUNTER_FIELD)
+#undef UDP_COUNTER_FIELD
+};
+
+struct udp_sock {
+    uint8_t state;
+    uint8_t connected;
+    uint16_t lport, rport;      /* host order */
+    be32 laddr, raddr;
+    slip_idx_t hnext;           /* demux chain, or free list when UDPS_FREE */
+    struct pkt_queue rcvq;      /* bytes counts payload bytes */
+    uint32_t rcvbuf;
+    int32_t so_error;           /* positive errno, reported once (SO_ERROR semantics) */
+    uint64_t rx_datagrams, rx_bytes, rx_drops, tx_datagrams, tx_bytes;
+};
+
+struct udp_shared {
+    struct udp_counters c;
+    slip_idx_t free_head;
+    uint32_t nused;
+    slip_idx_t hash[UDP_HASH_BUCKETS];
+    struct udp_sock socks[UDP_MAX_SOCKS];
+};
+
+void udp_shared__init(struct udp_shared *sh);
+
+/* Returns a socket index or -EMFILE. */
+int udp_sock__alloc(struct udp_shared *sh);
+/* Enters (laddr, lport) in the demux table; laddr 0 is INADDR_ANY. -EADDRINUSE when an
+ * identical binding exists, -EINVAL when already bound. */
+int udp_sock__bind(struct udp_shared *sh, slip_idx_t s, be32 laddr, uint16_t lport);
+/* Sets the default destination and narrows receive to it (RFC 768 says nothing; POSIX does). */
+int udp_sock__connect(struct udp_shared *sh, slip_idx_t s, be32 raddr, uint16_t rport);
+/* Frees queued datagrams and the slot. */
+void udp_sock__close(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s);
+static inline struct udp_sock *udp_sock__get(struct udp_shared *sh, slip_idx_t s) { return &sh->socks[s]; }
+
+/* Best match for a received datagram: connected 4-tuple, then bound address, then wildcard. */
+slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+
+/* Takes ownership of rx->pkt: checks length and checksum, queues on the socket or drops (counted). */
+void udp_input(struct ip_env *env, struct udp_shared *sh, const struct ip_rx *rx);
+/* An ICMP error quoting one of our datagrams: sets so_error on a connected socket (as Linux does
+ * for port/host unreachable); ignored for unconnected ones. */
+void udp_icmp_error(struct udp_shared *sh, const struct ip_icmp_err *err);
+
+#define UDP_RECV_PEEK  0x1
+#define UDP_RECV_TRUNC 0x2      /* return the datagram's real length (MSG_TRUNC) */
+
+/* Copies the next datagram into buf; returns its length (or the copied part), -EAGAIN when the
+ * queue is empty. Reports a pending so_error first, as Linux does. */
+ssize_t udp_sock__recv(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s, void *buf, size_t len,
+                       be32 *from, uint16_t *from_port, unsigned flags);
+/* Sends one datagram to (dst, dport), or to the connected peer when dst is 0. Returns the
+ * payload length or negative errno (-EDESTADDRREQ, -EMSGSIZE, -ENETUNREACH, -ENOBUFS ...). */
+ssize_t udp_sock__send(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
+                       const struct iovec *iov, int iovcnt, be32 dst, uint16_t dport);
+
+#endif
