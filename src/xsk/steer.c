@@ -1,1 +1,324 @@
-/* placeholder */
+/* Loader of the XDP steering program (bpf/steer.bpf.c): loads the embedded skeleton, attaches it
+ * through a bpf_link so it disappears with the owning process, edits its maps, and turns every
+ * failure into one line that says what is wrong and what to do. */
+#include "xsk/steer.h"
+
+#include <errno.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <linux/ethtool.h>
+#include <linux/if_link.h>
+#include <linux/sockios.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "base/log.h"
+#include "bpf/steer.skel.h"
+
+struct steer {
+    struct slip_steer *skel;
+    int link_fd;
+    int ifindex;
+    bool native;
+};
+
+static const char *const counter_names[STEER_C__MAX] = {
+    [STEER_C_RX] = "rx",
+    [STEER_C_REDIRECTED] = "redirected",
+    [STEER_C_PASSED] = "passed",
+    [STEER_C_MALFORMED] = "malformed",
+    [STEER_C_NO_XSK] = "no_xsk",
+    [STEER_C_FRAG] = "frag",
+    [STEER_C_ICMP_ERR] = "icmp_err",
+    [STEER_C_MULTIBUF] = "multibuf",
+};
+
+const char *steer__counter_name(enum steer_counter c)
+{
+    if ((unsigned)c >= STEER_C__MAX || !counter_names[c])
+        return "unknown";
+    return counter_names[c];
+}
+
+/* libbpf prints multi-line warnings (verifier logs, probe failures) on stderr by default; the
+ * user gets our one-line error instead and can see libbpf's detail with SLIP_LOG=debug. */
+static int libbpf_to_debug(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    char line[512];
+    size_t n;
+
+    if (slip_log_get_level() < SLIP_LOG_DEBUG)
+        return 0;
+    vsnprintf(line, sizeof(line), fmt, ap);
+    n = strlen(line);
+    if (n && line[n - 1] == '\n')
+        line[n - 1] = '\0';
+    slip_debug("libbpf: %s", line);
+    return 0;
+}
+
+/* Names the capabilities an EPERM is most likely about: loading an XDP program needs CAP_BPF and
+ * CAP_NET_ADMIN (CAP_SYS_ADMIN stands in for either), attaching it needs CAP_NET_ADMIN. */
+static void missing_caps(char *out, size_t len)
+{
+    struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    bool bpf, net, sys;
+
+    if (syscall(SYS_capget, &hdr, data)) {
+        snprintf(out, len, "CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN)");
+        return;
+    }
+#define HAS(c) (!!(data[(c) / 32].effective & (1u << ((c) % 32))))
+    sys = HAS(CAP_SYS_ADMIN);
+    bpf = HAS(CAP_BPF) || sys;
+    net = HAS(CAP_NET_ADMIN) || sys;
+#undef HAS
+    if (!bpf && !net)
+        snprintf(out, len, "CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN), both missing");
+    else if (!bpf)
+        snprintf(out, len, "CAP_BPF (or CAP_SYS_ADMIN), which is missing");
+    else if (!net)
+        snprintf(out, len, "CAP_NET_ADMIN (or CAP_SYS_ADMIN), which is missing");
+    else
+        snprintf(out, len, "CAP_BPF and CAP_NET_ADMIN (all present: a security module or "
+                           "kernel.unprivileged_bpf_disabled may refuse)");
+}
+
+/* The driver's name makes "no native XDP" actionable (e.g. an old driver or a tunnel device). */
+static void driver_name(const char *ifname, char *out, size_t len)
+{
+    struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+    struct ifreq ifr = {};
+    int fd;
+
+    snprintf(out, len, "unknown driver");
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+    ifr.ifr_data = (void *)&info;
+    if (ioctl(fd, SIOCETHTOOL, &ifr) == 0 && info.driver[0])
+        snprintf(out, len, "driver '%.*s'", (int)sizeof(info.driver), info.driver);
+    close(fd);
+}
+
+static int attach_link(struct steer *s, uint32_t flags)
+{
+    LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = flags);
+    int fd = bpf_link_create(bpf_program__fd(s->skel->progs.slip_steer), s->ifindex, BPF_XDP, &opts);
+
+    if (fd < 0)
+        return fd < -1 ? fd : -errno;
+    s->link_fd = fd;
+    s->native = flags & XDP_FLAGS_DRV_MODE;
+    return 0;
+}
+
+static void attach_error(const char *ifname, int ifindex, int rc, bool native, char *err, size_t errlen)
+{
+    uint32_t other = 0;
+    char drv[64], caps[160];
+
+    switch (rc) {
+    case -EPERM:
+    case -EACCES:
+        missing_caps(caps, sizeof(caps));
+        snprintf(err, errlen, "attaching XDP to '%s': %s; needs %s", ifname, strerror(-rc), caps);
+        break;
+    case -EBUSY:
+    case -EEXIST:
+        if (bpf_xdp_query_id(ifindex, 0, &other) == 0 && other)
+            snprintf(err, errlen, "another XDP program (id %u) is already attached to '%s'; detach it first",
+                     other, ifname);
+        else
+            snprintf(err, errlen, "another XDP program is already attached to '%s' (%s); detach it first",
+                     ifname, strerror(-rc));
+        break;
+    case -EOPNOTSUPP:
+        if (native) {
+            driver_name(ifname, drv, sizeof(drv));
+            snprintf(err, errlen, "'%s' (%s) has no native XDP support; use generic (skb) mode instead",
+                     ifname, drv);
+            break;
+        }
+        /* fall through */
+    default:
+        snprintf(err, errlen, "cannot attach XDP (%s mode) to '%s': %s",
+                 native ? "native" : "generic", ifname, strerror(-rc));
+        break;
+    }
+}
+
+int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, char *err, size_t errlen)
+{
+    libbpf_print_fn_t old_print = libbpf_set_print(libbpf_to_debug);
+    struct steer *s = NULL;
+    int rc;
+
+    *out = NULL;
+    if (errlen)
+        err[0] = '\0';
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    s->link_fd = -1;
+    s->ifindex = (int)if_nametoindex(ifname);
+    if (!s->ifindex) {
+        rc = -ENODEV;
+        snprintf(err, errlen, "interface '%s' does not exist", ifname);
+        goto out;
+    }
+
+    s->skel = slip_steer__open();
+    if (!s->skel) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot open the XDP steering program: %s", strerror(-rc));
+        goto out;
+    }
+    rc = slip_steer__load(s->skel);
+    if (rc) {
+        rc = rc < -1 ? rc : -errno;
+        if (rc == -EPERM || rc == -EACCES) {
+            char caps[160];
+
+            missing_caps(caps, sizeof(caps));
+            snprintf(err, errlen, "loading the XDP steering program: %s; needs %s", strerror(-rc), caps);
+        }
+        else
+            snprintf(err, errlen, "cannot load the XDP steering program: %s (SLIP_LOG=debug shows the verifier log)",
+                     strerror(-rc));
+        goto out;
+    }
+
+    switch (mode) {
+    case STEER_XDP_NATIVE:
+        rc = attach_link(s, XDP_FLAGS_DRV_MODE);
+        if (rc)
+            attach_error(ifname, s->ifindex, rc, true, err, errlen);
+        break;
+    case STEER_XDP_GENERIC:
+        rc = attach_link(s, XDP_FLAGS_SKB_MODE);
+        if (rc)
+            attach_error(ifname, s->ifindex, rc, false, err, errlen);
+        break;
+    case STEER_XDP_AUTO:
+    default:
+        rc = attach_link(s, XDP_FLAGS_DRV_MODE);
+        /* Permission and an occupied hook fail the same way in generic mode: report them as they are. */
+        if (rc && rc != -EPERM && rc != -EACCES && rc != -EBUSY && rc != -EEXIST) {
+            char drv[64];
+
+            driver_name(ifname, drv, sizeof(drv));
+            slip_warn("native XDP on '%s' (%s) failed (%s); using generic XDP, which is slower",
+                      ifname, drv, strerror(-rc));
+            rc = attach_link(s, XDP_FLAGS_SKB_MODE);
+            if (rc)
+                attach_error(ifname, s->ifindex, rc, false, err, errlen);
+        } else if (rc) {
+            attach_error(ifname, s->ifindex, rc, true, err, errlen);
+        }
+        break;
+    }
+out:
+    libbpf_set_print(old_print);
+    if (rc) {
+        steer__detach(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void steer__detach(struct steer *s)
+{
+    if (!s)
+        return;
+    /* Closing the last fd of the link detaches the program; the maps go with the skeleton. */
+    if (s->link_fd >= 0)
+        close(s->link_fd);
+    slip_steer__destroy(s->skel);
+    free(s);
+}
+
+int steer__ifindex(const struct steer *s)
+{
+    return s->ifindex;
+}
+
+bool steer__native(const struct steer *s)
+{
+    return s->native;
+}
+
+int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd)
+{
+    if (queue_id >= STEER_MAX_QUEUES)
+        return -EINVAL;
+    return bpf_map__update_elem(s->skel->maps.slip_xsks, &queue_id, sizeof(queue_id), &xsk_fd,
+                                sizeof(xsk_fd), BPF_ANY);
+}
+
+int steer__clear_xsk(struct steer *s, uint32_t queue_id)
+{
+    int rc;
+
+    if (queue_id >= STEER_MAX_QUEUES)
+        return -EINVAL;
+    rc = bpf_map__delete_elem(s->skel->maps.slip_xsks, &queue_id, sizeof(queue_id), 0);
+    /* Clearing an empty slot is not an error: the caller wants it empty. */
+    return rc == -ENOENT ? 0 : rc;
+}
+
+int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v)
+{
+    struct steer_key key = *k;
+
+    /* The program builds keys with zeroed padding; a caller's stray padding would never match. */
+    memset(key.pad, 0, sizeof(key.pad));
+    return bpf_map__update_elem(s->skel->maps.slip_owned, &key, sizeof(key), v, sizeof(*v), BPF_ANY);
+}
+
+int steer__del(struct steer *s, const struct steer_key *k)
+{
+    struct steer_key key = *k;
+
+    memset(key.pad, 0, sizeof(key.pad));
+    return bpf_map__delete_elem(s->skel->maps.slip_owned, &key, sizeof(key), 0);
+}
+
+int steer__counters(struct steer *s, uint64_t *out)
+{
+    int ncpu = libbpf_num_possible_cpus();
+    uint64_t *vals;
+    int rc = 0;
+
+    if (ncpu <= 0)
+        return ncpu < 0 ? ncpu : -EINVAL;
+    vals = calloc((size_t)ncpu, sizeof(*vals));
+    if (!vals)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < STEER_C__MAX; i++) {
+        out[i] = 0;
+        rc = bpf_map__lookup_elem(s->skel->maps.slip_counters, &i, sizeof(i), vals,
+                                  (size_t)ncpu * sizeof(*vals), 0);
+        if (rc)
+            break;
+        for (int c = 0; c < ncpu; c++)
+            out[i] += vals[c];
+    }
+    free(vals);
+    return rc;
+}
