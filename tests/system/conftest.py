@@ -1,0 +1,90 @@
+"""pytest fixtures for the system tests: the build folder, built programs, and namespace testbeds
+(see testbed.py). Every testbed a fixture makes is torn down at the end of its test, also on failure.
+"""
+
+import os
+import pathlib
+import shutil
+import signal
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import testbed as _tb  # noqa: E402
+from testbed import Testbed, Topology  # noqa: E402,F401
+
+REPO = HERE.parent.parent
+
+
+def default_prefix():
+    """Namespace prefix for fixtures; SLIP_NS_PREFIX lets parallel pytest runs stay apart."""
+    return os.environ.get("SLIP_NS_PREFIX", "slt")
+
+
+def _need_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the testbed creates network namespaces and veths")
+    for tool in ("ip", "ethtool", "mount"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs the '{tool}' command")
+
+
+def pytest_configure(config):
+    # SIGTERM would skip atexit: turn it into a clean teardown, then die of the signal as asked.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        def on_term(signum, frame):
+            _tb.cleanup_all()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        signal.signal(signal.SIGTERM, on_term)
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    """The Meson build folder: env SLIP_BUILD, default <repo>/build."""
+    return pathlib.Path(os.environ.get("SLIP_BUILD", REPO / "build")).resolve()
+
+
+@pytest.fixture(scope="session")
+def slip_bin(build_dir):
+    """slip_bin("slipstream") -> build_dir/slipstream; skips if that program is not built."""
+    def find(name):
+        p = build_dir / name
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            pytest.skip(f"not built: run make ({p} is missing)")
+        return p
+    return find
+
+
+@pytest.fixture
+def make_testbed():
+    """make_testbed(topo=None, prefix=None, **kw) -> a started Testbed, torn down at test end."""
+    _need_root()
+    made = []
+
+    def make(topo=None, prefix=None, **kw):
+        tb = Testbed(topo if topo is not None else Topology(),
+                     prefix=prefix if prefix is not None else default_prefix(), **kw)
+        made.append(tb)
+        tb.up()
+        return tb
+
+    yield make
+    errors = []
+    for tb in reversed(made):
+        try:
+            tb.down()
+        except Exception as e:  # noqa: BLE001 - take down the others anyway
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture
+def testbed(make_testbed):
+    """A started two-host testbed: a 198.18.0.1 -- b 198.18.0.2 on veth0, one queue."""
+    return make_testbed(Topology())

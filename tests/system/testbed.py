@@ -1,0 +1,545 @@
+"""Network-namespace testbed for the system tests and for scripts/testbed.py.
+
+A Topology names hosts and the veth links between them; a Testbed turns it into namespaces and
+veth pairs, runs commands inside them, and always takes everything down again (atexit too).
+"""
+
+import atexit
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import weakref
+
+__all__ = ["Topology", "Testbed", "Host", "Iface", "CommandError",
+           "list_namespaces", "remove_namespaces", "cleanup_all"]
+
+# Per-namespace bpffs instances live here (in the root mount namespace) and are bind-mounted on
+# /sys/fs/bpf by every command, so objects pinned by one command are seen by the next one.
+BPFFS_ROOT = "/run/slip-testbed"
+
+# `ip netns exec` gives each command a fresh /sys without bpffs: mount it before exec'ing.
+_NS_WRAPPER = ('mountpoint -q /sys/fs/bpf || '
+               '{ [ -d "$SLIP_TB_BPFFS" ] && mountpoint -q "$SLIP_TB_BPFFS" && '
+               'mount --bind "$SLIP_TB_BPFFS" /sys/fs/bpf; } 2>/dev/null || '
+               'mount -t bpf bpf /sys/fs/bpf; exec "$@"')
+
+KILL_GRACE_S = 3.0
+
+
+class CommandError(subprocess.CalledProcessError):
+    """CalledProcessError whose message includes the command's output (pytest shows it)."""
+
+    def __str__(self):
+        s = super().__str__()
+        for label, data in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if data:
+                if isinstance(data, bytes):
+                    data = data.decode(errors="replace")
+                s += f"\n--- {label} ---\n{data.rstrip()}"
+        return s
+
+
+def _ip(*args, check=True):
+    """Runs `ip ARGS` in the root namespace; raises CommandError with stderr on failure."""
+    r = subprocess.run(["ip", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and r.returncode != 0:
+        raise CommandError(r.returncode, ["ip", *args], r.stdout, r.stderr)
+    return r
+
+
+class Topology:
+    """What to build.
+
+    router=False: every link (x, y) gets the subnet 198.18.<k>.0/24 (k = link index, so the default
+    a-b link is 198.18.0.0/24), x is .1 and y is .2.
+    router=True: a namespace "r" is added; each host i (in list order) is linked to r on
+    198.18.<i+1>.0/24 with the host at .1 and r at .254, r forwards and the hosts route via r:
+        a(198.18.1.1/24) -- r(198.18.1.254 | 198.18.2.254) -- b(198.18.2.1/24)
+    `links` is ignored with router=True.
+    MACs are 02:00:00:00:<link index + 1>:<host index + 1> (hex), host index in `hosts` order,
+    with r last.  Interfaces of a host are veth0, veth1, ... in link order.
+    """
+
+    def __init__(self, hosts=("a", "b"), links=None, queues=1, router=False, ipv6=False):
+        self.hosts = list(hosts)
+        self.router = bool(router)
+        self.queues = int(queues)
+        # IPv6 off by default: keeps router solicitations and DAD out of packet captures.
+        self.ipv6 = bool(ipv6)
+        if self.queues < 1:
+            raise ValueError("queues must be >= 1")
+        if len(set(self.hosts)) != len(self.hosts) or not self.hosts:
+            raise ValueError(f"host names must be unique and non-empty: {self.hosts}")
+        for h in self.hosts:
+            if not h or "/" in h or " " in h:
+                raise ValueError(f"bad host name {h!r}")
+        if self.router:
+            if "r" in self.hosts:
+                raise ValueError("with router=True the name 'r' is reserved for the router")
+            if len(self.hosts) > 253:
+                raise ValueError("too many hosts")
+            self.links = [(h, "r") for h in self.hosts]
+        else:
+            if links is None:
+                if len(self.hosts) != 2:
+                    raise ValueError("links must be given unless there are exactly two hosts")
+                links = [(self.hosts[0], self.hosts[1])]
+            self.links = [tuple(l) for l in links]
+            for x, y in self.links:
+                if x not in self.hosts or y not in self.hosts or x == y:
+                    raise ValueError(f"bad link {(x, y)}")
+            if len(self.links) > 255:
+                raise ValueError("too many links")
+
+    @property
+    def all_hosts(self):
+        return self.hosts + (["r"] if self.router else [])
+
+    def __repr__(self):
+        return (f"Topology(hosts={self.hosts!r}, links={self.links!r}, queues={self.queues}, "
+                f"router={self.router})")
+
+
+class Iface:
+    """One end of a veth pair inside a host."""
+
+    def __init__(self, name, addr, prefixlen, mac, peer_host, peer_ifname, peer_addr, peer_mac):
+        self.name = name
+        self.addr = addr
+        self.prefixlen = prefixlen
+        self.mac = mac
+        self.peer_host = peer_host
+        self.peer_ifname = peer_ifname
+        self.peer_addr = peer_addr
+        self.peer_mac = peer_mac
+
+    def __repr__(self):
+        return f"Iface({self.name} {self.addr}/{self.prefixlen} {self.mac} -> {self.peer_host})"
+
+
+class Host:
+    """A network namespace of the testbed.
+
+    ns, name, ifname (first interface, "veth0"), addr, mac, prefixlen, gateway (router topologies),
+    peer_addr / peer_mac (the other end of veth0), ifaces (list of Iface).
+    """
+
+    def __init__(self, tb, name, ns):
+        self._tb = tb
+        self.name = name
+        self.ns = ns
+        self.ifaces = []
+        self.gateway = None
+
+    # The first interface is the one tests almost always want.
+    @property
+    def ifname(self):
+        return self.ifaces[0].name
+
+    @property
+    def addr(self):
+        return self.ifaces[0].addr
+
+    @property
+    def mac(self):
+        return self.ifaces[0].mac
+
+    @property
+    def prefixlen(self):
+        return self.ifaces[0].prefixlen
+
+    @property
+    def peer_addr(self):
+        return self.ifaces[0].peer_addr
+
+    @property
+    def peer_mac(self):
+        return self.ifaces[0].peer_mac
+
+    @property
+    def bpffs(self):
+        """The host's persistent bpffs as seen from the root mount namespace."""
+        return os.path.join(BPFFS_ROOT, self.ns, "bpf")
+
+    def wrap(self, cmd):
+        """The argv that runs `cmd` inside this namespace with bpffs mounted."""
+        if isinstance(cmd, str):
+            cmd = ["sh", "-c", cmd]
+        cmd = [os.fspath(c) for c in cmd]
+        return ["ip", "netns", "exec", self.ns, "env", f"SLIP_TB_BPFFS={self.bpffs}",
+                "sh", "-c", _NS_WRAPPER, "sh", *cmd]
+
+    def run(self, cmd, check=False, timeout=None, **kw):
+        """subprocess.run inside the namespace; stdout/stderr captured as text unless given."""
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        if "input" not in kw:
+            kw.setdefault("stdin", subprocess.DEVNULL)
+        kw.setdefault("text", True)
+        r = subprocess.run(self.wrap(cmd), timeout=timeout, **kw)
+        r.args = cmd
+        if check and r.returncode != 0:
+            raise CommandError(r.returncode, cmd, r.stdout, r.stderr)
+        return r
+
+    def popen(self, cmd, **kw):
+        """Popen inside the namespace, in its own process group; tb.down() kills it."""
+        kw.setdefault("start_new_session", True)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        p = subprocess.Popen(self.wrap(cmd), **kw)
+        self._tb._track(p)
+        return p
+
+    def pids(self):
+        """PIDs of every process currently inside the namespace."""
+        return _ns_pids(self.ns)
+
+    def __repr__(self):
+        return f"Host({self.name} ns={self.ns} ifaces={self.ifaces})"
+
+
+# ---------------------------------------------------------------------------------------------
+# namespace helpers shared by Testbed and the CLI
+
+def list_namespaces(prefix=""):
+    """Names of the network namespaces (ip netns list) that start with prefix."""
+    r = _ip("netns", "list", check=False)
+    names = []
+    for line in r.stdout.splitlines():
+        if not line.strip():
+            continue
+        name = line.split()[0]
+        if name.startswith(prefix):
+            names.append(name)
+    return names
+
+
+def _ns_pids(ns):
+    r = _ip("netns", "pids", ns, check=False)
+    pids = []
+    for tok in r.stdout.split():
+        if tok.isdigit() and int(tok) != os.getpid():
+            pids.append(int(tok))
+    return pids
+
+
+def _signal_pids(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0) but no longer holds the namespace. Not reaped here: it may
+    # be a child whose exit status the caller's Popen still wants.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill_ns_processes(names, grace=KILL_GRACE_S):
+    """SIGTERM everything inside the namespaces, SIGKILL what is left after `grace` seconds."""
+    pids = [p for ns in names for p in _ns_pids(ns)]
+    if not pids:
+        return
+    _signal_pids(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    _signal_pids([p for p in pids if _alive(p)], signal.SIGKILL)
+    # The kernel keeps a namespace alive while a process holds it: wait until they are gone.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.02)
+
+
+def _unmount_bpffs(ns):
+    d = os.path.join(BPFFS_ROOT, ns)
+    mnt = os.path.join(d, "bpf")
+    if os.path.ismount(mnt):
+        subprocess.run(["umount", "-l", mnt], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    for p in (mnt, d):
+        try:
+            os.rmdir(p)
+        except OSError:
+            pass
+
+
+def remove_namespaces(names, grace=KILL_GRACE_S):
+    """Kills the processes inside the namespaces, deletes them (which deletes their veths) and
+    unmounts their bpffs. Missing namespaces are fine. Returns the list actually deleted."""
+    names = list(names)
+    existing = set(list_namespaces())
+    _kill_ns_processes([n for n in names if n in existing], grace)
+    deleted = []
+    for ns in names:
+        if ns in existing:
+            r = _ip("netns", "del", ns, check=False)
+            if r.returncode == 0:
+                deleted.append(ns)
+        _unmount_bpffs(ns)
+    return deleted
+
+
+# ---------------------------------------------------------------------------------------------
+
+_live = weakref.WeakSet()
+_live_lock = threading.Lock()
+_tags_in_use = set()
+
+
+def cleanup_all():
+    """Takes down every testbed of this process that is still up (atexit, signal handlers)."""
+    with _live_lock:
+        tbs = list(_live)
+    for tb in tbs:
+        try:
+            tb.down()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(cleanup_all)
+
+
+class Testbed:
+    __test__ = False  # not a pytest test class despite the name
+    """Namespaces named f"{prefix}{tag}-{host}"; tag defaults to the pid (a second testbed alive
+    in the same process gets f"{pid}_{n}"). tag="" gives stable names for the CLI."""
+
+    def __init__(self, topo=None, prefix="slt", tag=None, persistent=False):
+        self.topo = topo if topo is not None else Topology()
+        self.prefix = prefix
+        self.persistent = persistent
+        with _live_lock:
+            if tag is None:
+                tag = str(os.getpid())
+                n = 0
+                while (prefix, tag) in _tags_in_use:
+                    n += 1
+                    tag = f"{os.getpid()}_{n}"
+            self.tag = tag
+            _tags_in_use.add((prefix, tag))
+        self._procs = []
+        self._procs_lock = threading.Lock()
+        self._hosts = {}
+        self._made = []  # namespaces this object created (or found and reclaimed)
+        self.is_up = False
+        for h in self.topo.all_hosts:
+            self._hosts[h] = Host(self, h, self.ns_name(h))
+        self._plan()
+
+    def ns_name(self, host):
+        return f"{self.prefix}{self.tag}-{host}"
+
+    @property
+    def namespaces(self):
+        return [h.ns for h in self._hosts.values()]
+
+    @property
+    def hosts(self):
+        return dict(self._hosts)
+
+    def host(self, name):
+        try:
+            return self._hosts[name]
+        except KeyError:
+            raise KeyError(f"no host {name!r} in {self.topo!r}") from None
+
+    # -- planning: addresses and MACs, computed before anything is created ----------------------
+    def _plan(self):
+        t = self.topo
+        index = {h: i + 1 for i, h in enumerate(t.all_hosts)}
+        nif = {h: 0 for h in t.all_hosts}
+        self.links = []
+        for k, (x, y) in enumerate(t.links):
+            if t.router:
+                net = f"198.18.{k + 1}"
+                ax, ay = f"{net}.1", f"{net}.254"
+            else:
+                net = f"198.18.{k}"
+                ax, ay = f"{net}.1", f"{net}.2"
+            mx = f"02:00:00:00:{k + 1:02x}:{index[x]:02x}"
+            my = f"02:00:00:00:{k + 1:02x}:{index[y]:02x}"
+            ix, iy = f"veth{nif[x]}", f"veth{nif[y]}"
+            nif[x] += 1
+            nif[y] += 1
+            self._hosts[x].ifaces.append(Iface(ix, ax, 24, mx, y, iy, ay, my))
+            self._hosts[y].ifaces.append(Iface(iy, ay, 24, my, x, ix, ax, mx))
+            self.links.append((x, ix, y, iy))
+            if t.router:
+                self._hosts[x].gateway = ay
+        for h in self._hosts.values():
+            if not h.ifaces:
+                raise ValueError(f"host {h.name!r} has no link")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def up(self):
+        """Builds the topology; removes leftovers with the same names first. On failure,
+        everything made so far is removed and the error re-raised."""
+        if self.is_up:
+            return self
+        if os.geteuid() != 0:
+            raise PermissionError("the testbed needs root (network namespaces)")
+        remove_namespaces(self.namespaces)
+        with _live_lock:
+            if not self.persistent:
+                _live.add(self)
+        try:
+            self._build()
+        except BaseException:
+            self.down()
+            raise
+        self.is_up = True
+        return self
+
+    def _build(self):
+        t = self.topo
+        for h in self._hosts.values():
+            _ip("netns", "add", h.ns)
+            self._made.append(h.ns)
+            os.makedirs(h.bpffs, exist_ok=True)
+            if not os.path.ismount(h.bpffs):
+                subprocess.run(["mount", "-t", "bpf", "bpf", h.bpffs], check=False,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        q = str(t.queues)
+        for x, ix, y, iy in self.links:
+            hx, hy = self._hosts[x], self._hosts[y]
+            fx = next(i for i in hx.ifaces if i.name == ix)
+            fy = next(i for i in hy.ifaces if i.name == iy)
+            _ip("link", "add", ix, "netns", hx.ns, "numtxqueues", q, "numrxqueues", q,
+                "address", fx.mac, "type", "veth", "peer", "name", iy, "netns", hy.ns,
+                "numtxqueues", q, "numrxqueues", q, "address", fy.mac)
+        for h in self._hosts.values():
+            sysctls = []
+            if not t.ipv6:
+                sysctls += ["net.ipv6.conf.all.disable_ipv6=1",
+                            "net.ipv6.conf.default.disable_ipv6=1"]
+            if h.name == "r" and t.router:
+                sysctls += ["net.ipv4.ip_forward=1"]
+            if sysctls:
+                self._nsexec(h, ["sysctl", "-q", "-w", *sysctls])
+            _ip("-n", h.ns, "link", "set", "lo", "up")
+            for f in h.ifaces:
+                _ip("-n", h.ns, "addr", "add", f"{f.addr}/{f.prefixlen}", "dev", f.name)
+                # A kernel veth peer would otherwise send CHECKSUM_PARTIAL frames (TESTBED.md).
+                self._nsexec(h, ["ethtool", "-K", f.name, "tx", "off"])
+                _ip("-n", h.ns, "link", "set", f.name, "up")
+            if h.gateway:
+                _ip("-n", h.ns, "route", "add", "default", "via", h.gateway)
+        self._wait_carrier()
+
+    def _wait_carrier(self, timeout=3.0):
+        # Links report operstate UP a moment after `ip link set up`; tests should not race it.
+        deadline = time.monotonic() + timeout
+        pending = [(h, f.name) for h in self._hosts.values() for f in h.ifaces]
+        while pending and time.monotonic() < deadline:
+            still = []
+            for h, ifname in pending:
+                r = _ip("-n", h.ns, "-o", "link", "show", ifname, check=False)
+                if "state UP" not in r.stdout:
+                    still.append((h, ifname))
+            pending = still
+            if pending:
+                time.sleep(0.02)
+
+    @staticmethod
+    def _nsexec(h, cmd):
+        r = subprocess.run(["ip", "netns", "exec", h.ns, *cmd], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise CommandError(r.returncode, cmd, r.stdout, r.stderr)
+
+    def _track(self, p):
+        with self._procs_lock:
+            self._procs.append(p)
+
+    def _kill_tracked(self):
+        with self._procs_lock:
+            procs, self._procs = self._procs, []
+        live = [p for p in procs if p.poll() is None]
+        for p in live:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    p.terminate()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + KILL_GRACE_S
+        for p in live:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in live:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    p.kill()
+            try:
+                p.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+            # Group members that outlived the leader (e.g. forked workers).
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def down(self):
+        """Kills tracked processes, then anything still inside the namespaces, and deletes the
+        namespaces (and with them the veths). Safe to call twice."""
+        self._kill_tracked()
+        remove_namespaces(self.namespaces)
+        self._made = []
+        self.is_up = False
+        with _live_lock:
+            _live.discard(self)
+            _tags_in_use.discard((self.prefix, self.tag))
+
+    def detach(self):
+        """Leaves the testbed up when this process exits (the CLI's `up` without --hold)."""
+        with _live_lock:
+            _live.discard(self)
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+        return False
+
+    def describe(self):
+        """Human-readable lines: namespaces, interfaces, addresses, how to enter."""
+        lines = []
+        for h in self._hosts.values():
+            lines.append(f"{h.name}: ip netns exec {h.ns} bash")
+            for f in h.ifaces:
+                lines.append(f"    {f.name} {f.addr}/{f.prefixlen} {f.mac} -> "
+                             f"{f.peer_host}:{f.peer_ifname} {f.peer_addr}")
+            if h.gateway:
+                lines.append(f"    default via {h.gateway}")
+        return lines
+
+    def __repr__(self):
+        return f"Testbed({self.topo!r}, namespaces={self.namespaces}, up={self.is_up})"
+
+
+def shell_join(cmd):
+    return " ".join(shlex.quote(c) for c in cmd)
