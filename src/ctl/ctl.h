@@ -60,6 +60,27 @@ struct ctl_tables {
     struct ctl_neigh neighs[CTL_MAX_NEIGHS];
 };
 
+/* Seqlock reader side, for a reader in another process or thread than the writer:
+ *     uint32_t s; do { s = ctl_tables__read_begin(t); ...lookups, copy results... }
+ *     while (ctl_tables__read_retry(t, s));
+ * Results (nexthop, MAC) must be copied out inside the loop; pointers into t are not stable. */
+static inline uint32_t ctl_tables__read_begin(const struct ctl_tables *t)
+{
+    uint32_t s;
+    while ((s = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE)) & 1) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    return s;
+}
+
+static inline bool ctl_tables__read_retry(const struct ctl_tables *t, uint32_t s)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&t->seq, __ATOMIC_RELAXED) != s;
+}
+
 /* Result of a route lookup. */
 struct ctl_nexthop {
     uint32_t ifindex;
