@@ -15,7 +15,7 @@ enum xsk_bind_mode {
     XSK_BIND_ZEROCOPY,          /* fails with a clear error when the driver refuses */
 };
 
-struct xsk_umem_config {
+struct xsk_umem_area_config {
     uint32_t frame_size;        /* power of two, 2048 or 4096 */
     uint32_t nframes;
     uint32_t fill_size;         /* ring sizes, powers of two */
@@ -59,9 +59,10 @@ struct xsk_umem_area;
 struct xsk_port;
 
 /* Registers mem (size >= nframes * frame_size, page aligned, typically an mmap of a memfd) as a
- * UMEM and initialises pool (which must hold xsk_frame_pool__bytes(nframes)). Negative errno. */
-int xsk_umem_area__create(struct xsk_umem_area **out, void *mem, const struct xsk_umem_config *cfg,
-                          struct xsk_frame_pool *pool);
+ * UMEM and initialises pool (which must hold xsk_frame_pool__bytes(nframes)). On failure returns
+ * negative errno and writes one line naming the cause (capability, memlock limit ...) into err. */
+int xsk_umem_area__create(struct xsk_umem_area **out, void *mem, const struct xsk_umem_area_config *cfg,
+                          struct xsk_frame_pool *pool, char *err, size_t errlen);
 void xsk_umem_area__destroy(struct xsk_umem_area *u);
 static inline void *xsk_umem_area__data_at(void *mem, uint64_t addr) { return (uint8_t *)mem + addr; }
 void *xsk_umem_area__data(const struct xsk_umem_area *u, uint64_t addr);
