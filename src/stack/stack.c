@@ -245,20 +245,13 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         goto fail;
     }
 
-    struct xsk_umem_config ucfg = {
+    struct xsk_umem_area_config ucfg = {
         .frame_size = cfg->frame_size, .nframes = nframes,
         .fill_size = cfg->ring_size, .comp_size = cfg->ring_size, .headroom = 0,
     };
-    rc = xsk_umem_area__create(&s->umem, s->pool.umem, &ucfg, s->pool.frames);
-    if (rc < 0) {
-        if (rc == -EPERM)
-            snprintf(err, errlen, "cannot register the UMEM: missing CAP_NET_RAW/CAP_IPC_LOCK (run as root)");
-        else if (rc == -ENOMEM)
-            snprintf(err, errlen, "cannot register the UMEM (%zu MiB): raise RLIMIT_MEMLOCK (ulimit -l)", umem_bytes >> 20);
-        else
-            snprintf(err, errlen, "cannot register the UMEM: %s", strerror(-rc));
+    rc = xsk_umem_area__create(&s->umem, s->pool.umem, &ucfg, s->pool.frames, err, errlen);
+    if (rc < 0)
         goto fail;
-    }
 
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
