@@ -26,7 +26,7 @@ build-san: $(BUILD_SAN)/build.ninja
 	ninja -C $(BUILD_SAN)
 
 demo: deps build
-	@scripts/demo.sh $(BUILD)
+	@$(PYTHON) scripts/demo.py $(BUILD)
 
 test: deps build build-san
 	$(MAKE) --no-print-directory test-unit test-san test-system
