@@ -14,10 +14,10 @@ deps:
 	@scripts/deps.sh
 
 $(BUILD)/build.ninja:
-	meson setup $(BUILD) >/dev/null
+	meson setup $(BUILD)
 
 $(BUILD_SAN)/build.ninja:
-	CC=clang meson setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true >/dev/null
+	CC=clang meson setup $(BUILD_SAN) -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true
 
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
