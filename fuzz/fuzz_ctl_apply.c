@@ -19,13 +19,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > sizeof(buf))
         size = sizeof(buf);
     memcpy(buf, data, size);
-    const struct nlmsghdr *nlh = (const void *)buf;
-    int len = (int)size;
-    while (mnl_nlmsg_ok(nlh, len)) {
+    /* Walked by hand: libmnl 1.0.4's mnl_nlmsg_ok casts nlmsg_len to int, so a length above 2^31
+     * passes its check (the kernel never sends one). */
+    size_t off = 0;
+    while (size - off >= sizeof(struct nlmsghdr)) {
+        const struct nlmsghdr *nlh = (const void *)((const uint8_t *)buf + off);
+        size_t l = nlh->nlmsg_len;
+        if (l < sizeof(*nlh) || l > size - off)
+            break;
         ctl_tables__write_begin(&t);
         ctl_apply__msg(&t, nlh);
         ctl_tables__write_end(&t);
-        nlh = mnl_nlmsg_next(nlh, &len);
+        off += (l + 3) & ~(size_t)3;
+        if (off > size)
+            break;
     }
     struct ctl_nexthop nh;
     uint8_t mac[6];

@@ -19,6 +19,7 @@
 #include "ip/ip.h"
 #include "pkt/pkt.h"
 #include "stack/arena.h"
+#include "stack/fault.h"
 #include "stack/lock.h"
 #include "udp/udp.h"
 
@@ -70,6 +71,7 @@ struct slip_stack {
     struct ip_env env;
     int epfd;
     slip_time_t ctl_next;
+    struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     int kfd[UDP_MAX_SOCKS];     /* kernel socket reserving each UDP socket's port (process-local) */
 };
 
@@ -172,6 +174,12 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->arena.memfd = -1;
     for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
         s->kfd[i] = -1;
+    rc = fault__init(&s->fault, err, errlen);
+    if (rc < 0)
+        goto fail;
+    if (s->fault.on)
+        slip_warn("fault injection on: drop %u, duplicate %u, reorder %u per million received frames",
+                  s->fault.drop_ppm, s->fault.dup_ppm, s->fault.reorder_ppm);
     if (cfg->nifaces == 0 || cfg->nifaces > SLIP_MAX_IFACES) {
         snprintf(err, errlen, "need 1 to %d interfaces, got %u", SLIP_MAX_IFACES, cfg->nifaces);
         goto fail;
@@ -314,6 +322,11 @@ void slip_stack__close(struct slip_stack *s)
             close(s->kfd[i]);
     if (s->epfd >= 0)
         close(s->epfd);
+    if (s->fault.nheld) {
+        for (unsigned i = 0; i < s->fault.nheld; i++)
+            pkt__free_chain(&s->pool, s->fault.held[i].pkt);
+        s->fault.nheld = 0;
+    }
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
         /* Detach first so the kernel stops redirecting to sockets about to close. */
@@ -331,11 +344,9 @@ void slip_stack__close(struct slip_stack *s)
     free(s);
 }
 
-static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t ifindex)
+static void rx_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
 {
     struct ip_rx rx;
-    slip_idx_t p = pkt__adopt(&s->pool, addr, len);
-    pkt__meta(&s->pool, p)->stamp = s->env.now;
     if (!ip_input(&s->env, p, ifindex, &rx))
         return;
     switch (rx.ip.proto) {
@@ -356,6 +367,64 @@ static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t
         break;
     }
     pkt__free_chain(&s->pool, rx.pkt);
+}
+
+/* Delivers held (reordered) frames that waited long enough, or all of them when `all`. */
+static void fault_release(struct slip_stack *s, bool all)
+{
+    struct fault *f = &s->fault;
+    unsigned k = 0;
+    for (unsigned i = 0; i < f->nheld; i++) {
+        if (all || f->held[i].passed >= FAULT_DEPTH || f->held[i].until <= s->env.now)
+            rx_deliver(s, f->held[i].pkt, f->held[i].ifindex);
+        else
+            f->held[k++] = f->held[i];
+    }
+    f->nheld = k;
+}
+
+static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t ifindex)
+{
+    slip_idx_t p = pkt__adopt(&s->pool, addr, len);
+    pkt__meta(&s->pool, p)->stamp = s->env.now;
+    if (SLIP_LIKELY(!s->fault.on)) {
+        rx_deliver(s, p, ifindex);
+        return;
+    }
+    struct fault *f = &s->fault;
+    switch (fault__decide(f)) {
+    case FAULT_DROP:
+        f->dropped++;
+        pkt__free_chain(&s->pool, p);
+        return;
+    case FAULT_DUP: {
+        slip_idx_t c = pkt__alloc(&s->pool);
+        if (c != SLIP_NIL) {
+            f->duplicated++;
+            memcpy(pkt__data(&s->pool, c), pkt__data(&s->pool, p), len);
+            pkt__meta(&s->pool, c)->len = (uint16_t)len;
+            rx_deliver(s, c, ifindex);
+        }
+        break;
+    }
+    case FAULT_HOLD:
+        if (f->nheld < FAULT_MAX_HELD) {
+            f->reordered++;
+            f->held[f->nheld].pkt = p;
+            f->held[f->nheld].ifindex = ifindex;
+            f->held[f->nheld].passed = 0;
+            f->held[f->nheld].until = s->env.now + FAULT_HOLD_NS;
+            f->nheld++;
+            return;
+        }
+        break;
+    case FAULT_PASS:
+        break;
+    }
+    rx_deliver(s, p, ifindex);
+    for (unsigned i = 0; i < f->nheld; i++)
+        f->held[i].passed++;
+    fault_release(s, false);
 }
 
 /* Lock held. */
@@ -384,6 +453,11 @@ static slip_time_t poll_locked(struct slip_stack *s)
         }
     }
     slip_time_t next = ip_neigh__service(&s->env);
+    if (s->fault.nheld) {
+        fault_release(s, false);
+        for (unsigned i = 0; i < s->fault.nheld; i++)
+            next = SLIP_MIN(next, s->fault.held[i].until);
+    }
     next = SLIP_MIN(next, ip_reass__expire(&s->env));
     ip_output__flush(&s->env);
     for (unsigned i = 0; i < s->nifs; i++)
@@ -459,6 +533,11 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "pool.low_water", s->pool.frames->low_water);
     emit(k, "ip.reass_bufs", s->ip->reass_bufs);
     emit(k, "lock.contended", s->shm->lock.contended);
+    if (s->fault.on) {
+        emit(k, "fault.dropped", s->fault.dropped);
+        emit(k, "fault.duplicated", s->fault.duplicated);
+        emit(k, "fault.reordered", s->fault.reordered);
+    }
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
         uint64_t sc[STEER_C__MAX];

@@ -265,3 +265,19 @@ def test_bad_input_gives_one_clear_line(testbed, echo_exe):
     rc, lines = run(["--iface", "veth0"], pre=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                                "--inh-caps=-all", "--bounding-set=-all"])
     assert rc == 1 and len(lines) == 1 and "CAP_" in lines[0], lines
+
+
+def test_fault_injector_drops_duplicates_and_reorders(testbed, echo_exe):
+    """The stack's own receive impairments (used by the TCP tests) do what they say."""
+    a, b = testbed.host("a"), testbed.host("b")
+    echo = Echo(b, echo_exe, ["--port", "7"], env={"SLIP_FAULT_DROP": "5000", "SLIP_FAULT_DUP": "20000",
+                                                    "SLIP_FAULT_REORDER": "50000", "SLIP_FAULT_SEED": "7"})
+    res = client(a, echo.port, 2000, 4, 1000)
+    c = echo.stop()
+    print(res, {k: v for k, v in c.items() if k.startswith("fault.")})
+    assert res["ok"] == 2000 and res["bad"] == 0 and res["missing"] == 0, res
+    assert c["fault.dropped"] > 0 and c["fault.duplicated"] > 0 and c["fault.reordered"] > 0, c
+    assert res["dup"] > 0 and res["resent"] > 0, res
+    assert c["pool.free"] == c["pool.frames"] - 2048, c
+    rc = b.run([str(echo_exe), "--iface", "veth0"], env={**os.environ, "SLIP_FAULT_DUP": "2000000"}, timeout=30)
+    assert rc.returncode == 1 and "SLIP_FAULT_DUP" in rc.stderr, rc.stderr
