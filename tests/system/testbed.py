@@ -2,10 +2,24 @@
 
 A Topology names hosts and the veth links between them; a Testbed turns it into namespaces and
 veth pairs, runs commands inside them, and always takes everything down again (atexit too).
+
+Loss on a router topology (Topology(router=True)), as a lossy wire would drop packets:
+    tb.router_loss(percent, only_l4=True, build_dir=None)
+        starts build_dir/tests/prog/tc_loss at the tc ingress of every port of the router "r"
+        (so each direction loses `percent` % of its packets, independently), as tracked processes;
+        only_l4 limits the drops to IPv4 TCP/UDP (ARP and ICMP always pass). Calling it again
+        while the loss runs changes the rate in place (counters keep counting). build_dir defaults
+        to env SLIP_BUILD, then <repo>/build; FileNotFoundError if tc_loss is not built there.
+    tb.router_loss_stats()
+        stops the loss and returns its counters: {"a": {...}, "b": {...}, "total": {...}} where
+        "a" counts packets that came from host a (the a->b direction) and each dict holds
+        passed, dropped, skipped (not a drop candidate), gso (multi-segment candidates, expected 0)
+        and rate = dropped / (passed + dropped). After this call the link is loss-free again.
 """
 
 import atexit
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -525,6 +539,77 @@ class Testbed:
         self.down()
         return False
 
+    # -- loss on the router's ports (see the module docstring) -----------------------------------
+    def router_loss(self, percent, only_l4=True, build_dir=None):
+        if not self.topo.router:
+            raise ValueError("router_loss needs a router topology (Topology(router=True))")
+        if not 0 <= percent <= 100:
+            raise ValueError(f"loss percent must be within 0..100, not {percent}")
+        ppm = int(round(percent * 10000))
+        loss = getattr(self, "_loss", None)
+        if loss and all(p.poll() is None for _, p in loss["procs"].values()):
+            if loss["only_l4"] != bool(only_l4):
+                raise ValueError("only_l4 cannot change while the loss runs: call "
+                                 "router_loss_stats() first")
+            for _, p in loss["procs"].values():
+                _loss_command(p, f"ppm {ppm}")
+            return
+        if loss:
+            self._loss_stop()
+        exe = _tc_loss_path(build_dir)
+        r = self.host("r")
+        procs = {}
+        self._loss = {"only_l4": bool(only_l4), "procs": procs}
+        try:
+            for f in r.ifaces:
+                cmd = [exe, "--iface", f.name, "--ppm", str(ppm)] + (["--only-l4"] if only_l4 else [])
+                p = r.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+                # Keyed by the host the port faces: its ingress carries that host's packets.
+                procs[f.peer_host] = (f.name, p)
+                line = _read_line(p, 15.0)
+                if not line.startswith("attached"):
+                    if p.poll() is None:
+                        p.kill()
+                    _, err = p.communicate()
+                    raise CommandError(p.returncode or 1, cmd, line, err)
+        except BaseException:
+            self._loss_stop()
+            raise
+
+    def router_loss_stats(self):
+        if not getattr(self, "_loss", None):
+            raise RuntimeError("router_loss() is not running")
+        return self._loss_stop(strict=True)
+
+    def _loss_stop(self, strict=False):
+        """Closes every loader's stdin (it prints its counters and detaches) and collects them."""
+        loss, self._loss = getattr(self, "_loss", None), None
+        stats = {}
+        total = {"passed": 0, "dropped": 0, "skipped": 0, "gso": 0}
+        errors = []
+        for host, (ifname, p) in (loss["procs"] if loss else {}).items():
+            if p.returncode is not None and p.stdout.closed:
+                continue  # already collected (a failed start)
+            try:
+                # communicate() closes stdin: EOF tells tc_loss to print its counters and detach.
+                out, err = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            counters = _parse_loss_counters(out)
+            if p.returncode != 0 or counters is None:
+                errors.append(f"tc_loss on r:{ifname} exited {p.returncode}: "
+                              f"{(err or '').strip() or (out or '').strip()}")
+                continue
+            for k in total:
+                total[k] += counters[k]
+            stats[host] = _with_rate(counters)
+        stats["total"] = _with_rate(total)
+        if errors and strict:
+            raise RuntimeError("; ".join(errors))
+        return stats
+
     def describe(self):
         """Human-readable lines: namespaces, interfaces, addresses, how to enter."""
         lines = []
@@ -539,6 +624,49 @@ class Testbed:
 
     def __repr__(self):
         return f"Testbed({self.topo!r}, namespaces={self.namespaces}, up={self.is_up})"
+
+
+def _tc_loss_path(build_dir):
+    if build_dir is None:
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        build_dir = os.environ.get("SLIP_BUILD", os.path.join(repo, "build"))
+    exe = os.path.join(os.path.abspath(os.fspath(build_dir)), "tests", "prog", "tc_loss")
+    if not os.access(exe, os.X_OK):
+        raise FileNotFoundError(f"{exe} is not built (ninja -C {build_dir} tests/prog/tc_loss)")
+    return exe
+
+
+def _read_line(p, timeout):
+    """One stdout line of a text-mode Popen, or "" on EOF or timeout."""
+    if not select.select([p.stdout], [], [], timeout)[0]:
+        return ""
+    return p.stdout.readline().strip()
+
+
+def _loss_command(p, line):
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+    ack = _read_line(p, 10.0)
+    if ack != line:
+        raise RuntimeError(f"tc_loss did not take {line!r} (answered {ack!r})")
+
+
+def _parse_loss_counters(out):
+    for line in reversed((out or "").splitlines()):
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if "passed" in fields and "dropped" in fields:
+            try:
+                return {k: int(fields.get(k, 0)) for k in ("passed", "dropped", "skipped", "gso")}
+            except ValueError:
+                return None
+    return None
+
+
+def _with_rate(c):
+    c = dict(c)
+    n = c["passed"] + c["dropped"]
+    c["rate"] = c["dropped"] / n if n else 0.0
+    return c
 
 
 def shell_join(cmd):
