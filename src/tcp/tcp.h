@@ -1,0 +1,302 @@
+/* TCP (RFC 9293) for the stack: connections in a fixed table in shared memory (indices, never
+ * pointers), demux hashes for 4-tuples and listeners, input organised by RFC 9293 §3.10.7, output,
+ * timers, SACK, congestion control, SYN cookies. Time comes in as env->now; tcp_timer__poll()
+ * returns the next deadline. No locking inside: the stack holds its lock around every call.
+ * Errors are negative errno. A connection is named by its index (slip_idx_t) in the table. */
+#ifndef SLIP_TCP_TCP_H
+#define SLIP_TCP_TCP_H
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "base/types.h"
+#include "ip/ip.h"
+#include "pkt/pkt.h"
+#include "tcp/cc/cc.h"
+#include "tcp/tcp_fsm.h"
+#include "tcp/tcp_timer.h"
+#include "wire/tcp.h"
+
+#define TCP_HASH_BUCKETS   4096            /* 4-tuple buckets (power of two) */
+#define TCP_LHASH_BUCKETS  256             /* listener buckets, by local port */
+#define TCP_SNDBUF_DEFAULT (256 * 1024)    /* fixed default, see docs/COMPLIANCE-tcp.md */
+#define TCP_RCVBUF_DEFAULT (256 * 1024)
+#define TCP_BUF_MIN        4096
+#define TCP_BUF_MAX        (6 * 1024 * 1024)
+#define TCP_MSS_DEFAULT    536             /* RFC 9293 §3.7.1 when the peer sends no MSS option */
+#define TCP_MSS_MIN        88              /* Linux TCP_MIN_MSS */
+#define TCP_INIT_CWND      10              /* segments, RFC 6928 (as Linux) */
+#define TCP_RTO_INIT       (1 * SLIP_SEC)  /* RFC 6298 §2.1 */
+#define TCP_RTO_MIN        (200 * SLIP_MSEC) /* Linux; RFC 6298 §2.4 says 1 s (COMPLIANCE-tcp.md) */
+#define TCP_RTO_MAX        (120 * SLIP_SEC)
+#define TCP_SYN_RETRIES    6
+#define TCP_SYNACK_RETRIES 5
+#define TCP_RETRIES2       15
+#define TCP_ORPHAN_RETRIES 8               /* Linux default for closed-by-application connections */
+#define TCP_DELACK_TIME    (40 * SLIP_MSEC)
+#define TCP_QUICKACKS      16              /* Linux TCP_MAX_QUICKACKS */
+#define TCP_TIMEWAIT_LEN   (60 * SLIP_SEC) /* 2*MSL as Linux */
+#define TCP_FIN_TIMEOUT    (60 * SLIP_SEC) /* orphaned FIN_WAIT_2 */
+#define TCP_KEEPIDLE       7200            /* seconds, Linux defaults */
+#define TCP_KEEPINTVL      75
+#define TCP_KEEPCNT        9
+#define TCP_SYNQ_MAX       256             /* bound of half-open children per listener */
+#define TCP_SACK_MAX       16              /* scoreboard blocks (sender side) */
+#define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held per connection */
+#define TCP_CHALLENGE_ACK_LIMIT 1000       /* per second per tcp_shared (RFC 5961 §7) */
+
+/* Connection flags (struct tcp_conn.flags). */
+#define TCPF_USER        0x00000001u   /* the application holds it (opened or accepted) */
+#define TCPF_ORPHAN      0x00000002u   /* the application closed it; freed once CLOSED */
+#define TCPF_NODELAY     0x00000004u
+#define TCPF_CORK        0x00000008u
+#define TCPF_MORE        0x00000010u   /* last send had MSG_MORE */
+#define TCPF_KEEPALIVE   0x00000020u
+#define TCPF_SACK_OK     0x00000040u   /* negotiated (RFC 2018) */
+#define TCPF_TS_OK       0x00000080u   /* negotiated (RFC 7323 §3) */
+#define TCPF_WS_OK       0x00000100u   /* negotiated (RFC 7323 §2) */
+#define TCPF_FIN_QUEUED  0x00000200u   /* shutdown(WR)/close: FIN after the send queue */
+#define TCPF_FIN_SENT    0x00000400u
+#define TCPF_RCVD_FIN    0x00000800u   /* the peer's FIN was taken in order: EOF after rcvq */
+#define TCPF_SHUT_RD     0x00001000u
+#define TCPF_ACK_NOW     0x00002000u
+#define TCPF_ACK_PENDING 0x00004000u   /* an ACK is owed (delayed) */
+#define TCPF_RECOVERY    0x00008000u   /* in fast recovery */
+#define TCPF_OOO_FIN     0x00010000u   /* a FIN arrived beyond a hole: at rcv_fin_seq */
+#define TCPF_IN_WAKE     0x00020000u   /* on the wake list */
+#define TCPF_HASHED      0x00040000u   /* in the 4-tuple hash */
+#define TCPF_LHASHED     0x00080000u   /* in the listener hash */
+#define TCPF_IN_ACCEPTQ  0x00100000u
+#define TCPF_LINGER      0x00200000u   /* SO_LINGER on (linger seconds in .linger) */
+#define TCPF_PASSIVE     0x00400000u   /* opened from a listener */
+#define TCPF_RTT_TIMING  0x00800000u   /* rt_seq/rt_time time one segment (Karn) */
+#define TCPF_SYNCOOKIE   0x01000000u   /* created from a valid SYN cookie */
+#define TCPF_DONE        0x02000000u   /* dropped (reset, timeout): both directions shut */
+
+/* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
+#define TCP_EV_IN    0x001u   /* EPOLLIN */
+#define TCP_EV_OUT   0x004u   /* EPOLLOUT */
+#define TCP_EV_ERR   0x008u   /* EPOLLERR */
+#define TCP_EV_HUP   0x010u   /* EPOLLHUP */
+#define TCP_EV_RDHUP 0x2000u  /* EPOLLRDHUP */
+
+/* Flags of tcp_conn__send / tcp_conn__recv. */
+#define TCP_SEND_MORE 0x1     /* MSG_MORE */
+#define TCP_RECV_PEEK 0x1     /* MSG_PEEK */
+
+struct tcp_sack_block {
+    uint32_t start, end;      /* [start, end) */
+};
+
+/* Counters of one connection (what `slipstream stat` shows). */
+struct tcp_conn_stats {
+    uint64_t segs_in, segs_out, bytes_in, bytes_out, bytes_acked;
+    uint64_t retransmits, retrans_bytes, rto_expiries, fast_retransmits, recoveries;
+    uint64_t dupacks_in, ooo_segs, ooo_drops, rcv_drops, zero_window_probes, keepalive_probes;
+    uint64_t challenge_acks, no_frame;
+};
+
+struct tcp_conn {
+    uint8_t state;            /* TCPS_* */
+    uint8_t cc_algo;          /* TCP_CC_* */
+    uint8_t snd_wscale, rcv_wscale;
+    uint32_t flags;           /* TCPF_* */
+    be32 laddr, raddr;
+    uint16_t lport, rport;    /* host order */
+    slip_idx_t hnext;         /* hash chain (4-tuple or listener), free list when unused */
+    slip_idx_t parent;        /* listener of a passive child until accepted */
+    slip_idx_t qnext;         /* accept-queue link */
+    slip_idx_t wnext;         /* wake-list link */
+
+    /* Listener. */
+    uint32_t backlog, synq_len, acceptq_len;
+    slip_idx_t acceptq_head, acceptq_tail;
+
+    /* Send side (RFC 9293 §3.3.1 names). */
+    uint32_t iss, snd_una, snd_nxt, snd_max, snd_wnd, snd_wl1, snd_wl2, max_sndwnd;
+    uint32_t snd_q_seq;       /* sequence number of the first byte in sndq */
+    uint32_t snd_recover;     /* RFC 6582 "recover" / RFC 6675 RecoveryPoint */
+    uint32_t high_rxt;        /* RFC 6675 HighRxt */
+    uint32_t snd_sml;         /* end of the last partial segment sent (Nagle, Minshall's variant) */
+    uint32_t cwnd, ssthresh;
+    uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
+    uint16_t peer_mss, user_mss, rcv_mss;
+    uint16_t dupacks;
+    uint8_t nsb;              /* scoreboard blocks in use */
+    uint8_t nrsack;           /* receive-side SACK blocks to report */
+    struct pkt_queue sndq;    /* buffers of unacked and unsent data; bytes = data bytes */
+    uint32_t sndbuf;
+
+    /* Receive side. */
+    uint32_t irs, rcv_nxt, rcv_adv, rcv_fin_seq;
+    uint32_t rcvbuf;
+    struct pkt_queue rcvq;    /* in order; each head's meta.total = payload bytes of that entry */
+    uint32_t rcv_frames;      /* buffers held by rcvq + ooo */
+    slip_idx_t ooo_head;      /* out of order: heads sorted by seq, linked by meta.next */
+    uint32_t ooo_bytes, ooo_segs;
+    uint32_t rcv_unacked;     /* bytes received since the last ACK we sent */
+    uint32_t quickacks;
+    uint32_t last_ack_sent;
+
+    struct tcp_sack_block sb[TCP_SACK_MAX];   /* sender scoreboard, sorted, disjoint */
+    struct tcp_sack_block rsack[WIRE_TCP_MAX_SACK]; /* receiver: blocks we report, newest first */
+
+    /* Timestamps (RFC 7323). */
+    uint32_t ts_recent, ts_offset;
+
+    /* RTT (RFC 6298), in microseconds. */
+    uint32_t srtt_us, rttvar_us, rto_us;
+    uint32_t rt_seq;
+    slip_time_t rt_time;
+    uint8_t rxt_shift, persist_shift, keep_probes, probes_out;  /* probes_out: unanswered window probes */
+
+    slip_time_t timer[TT_NTIMERS];
+    slip_time_t last_rx;      /* for keepalive */
+
+    uint32_t keepidle, keepintvl, keepcnt;   /* seconds, seconds, probes */
+    int32_t linger;           /* seconds when TCPF_LINGER */
+    int32_t so_error;         /* positive errno, reported once */
+    int32_t soft_error;       /* last ICMP soft error, reported on timeout */
+
+    struct tcp_cc_state cc;
+    struct tcp_conn_stats st;
+};
+
+/* Counters of the whole TCP layer. */
+#define TCP_COUNTERS(X) \
+    X(segs_in) X(segs_out) X(bad_csum) X(bad_header) X(bad_options) X(no_conn) X(rst_out) \
+    X(rst_in) X(rst_ignored) X(challenge_acks) X(challenge_ack_limited) X(syn_in) X(syncookies_sent) \
+    X(syncookies_ok) X(syncookies_failed) X(listen_overflows) X(listen_drops) X(synq_drops) \
+    X(paws_drops) X(old_ack_drops) X(out_of_window) X(retransmits) X(rto_expiries) \
+    X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(tw_recycled) \
+    X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
+    X(pmtu_reductions) X(keepalive_drops)
+
+struct tcp_counters {
+#define TCP_COUNTER_FIELD(n) uint64_t n;
+    TCP_COUNTERS(TCP_COUNTER_FIELD)
+#undef TCP_COUNTER_FIELD
+};
+
+struct tcp_shared {
+    struct tcp_counters c;
+    uint64_t key[4];          /* secret: [0..1] ISN / TS offset, [2..3] SYN cookies */
+    uint32_t max_conns;
+    uint32_t nused;
+    uint32_t high_water;      /* slots [0, high_water) were ever used: timer scan bound */
+    slip_idx_t free_head;
+    slip_idx_t wake_head, wake_tail;
+    slip_time_t next_deadline;   /* earliest timer of any connection (a lower bound) */
+    slip_time_t challenge_window;
+    uint32_t challenge_count;
+    uint8_t default_cc;
+    uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
+    slip_idx_t hash[TCP_HASH_BUCKETS];
+    slip_idx_t lhash[TCP_LHASH_BUCKETS];
+    struct tcp_conn conns[];  /* max_conns of them */
+};
+
+/* Bytes of a tcp_shared with room for max_conns connections. */
+size_t tcp_shared__bytes(uint32_t max_conns);
+/* Initialises the tables; key (32 bytes) is the secret for ISNs, timestamp offsets and SYN
+ * cookies (the stack passes getrandom() bytes; tests a fixed one). */
+void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t key[32]);
+/* Frees every connection's buffers and empties the table (stack shutdown; no segments sent). */
+void tcp_shared__purge(struct tcp_shared *sh, struct pkt_pool *pool);
+
+static inline struct tcp_conn *tcp_conn__get(struct tcp_shared *sh, slip_idx_t c) { return &sh->conns[c]; }
+
+/* ---- Input path, called by the stack's poll loop. ---- */
+
+/* Takes ownership of rx->pkt (a TCP segment for a local address): checks checksum and header,
+ * finds the connection (4-tuple, then listener on laddr, then on 0.0.0.0) and runs RFC 9293
+ * §3.10.7. Segments for no connection get a RST (§3.10.7.1). May transmit. */
+void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx);
+/* An ICMP error quoting a TCP segment we sent (RFC 5927 checks on the quoted sequence number):
+ * fragmentation-needed lowers the MSS and retransmits (RFC 1191); unreachable errors abort a
+ * connection in SYN_SENT (hard) or are remembered as soft errors. */
+void tcp_icmp_error(struct ip_env *env, struct tcp_shared *sh, const struct ip_icmp_err *err);
+/* Connection of a 4-tuple, else the best listener, else SLIP_NIL. */
+slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+
+/* Runs the due timers of every connection; returns the earliest remaining deadline
+ * (SLIP_TIME_NEVER if none). Cheap when nothing is due. */
+slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh);
+
+/* ---- Socket interface, called by src/stack. ---- */
+
+/* A new connection in CLOSED owned by the application: index or -EMFILE. */
+int tcp_conn__open(struct tcp_shared *sh);
+/* Passive open (RFC 9293 §3.10.1). laddr 0 = any. backlog bounds the accept queue (and the SYN
+ * queue, with TCP_SYNQ_MAX); calling it again on a listener only changes backlog.
+ * -EADDRINUSE if another listener has the same (laddr, lport), -EINVAL if not CLOSED. */
+int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t c, be32 laddr, uint16_t lport, int backlog);
+/* Active open: sends the SYN. The caller has picked and reserved lport (kernel port
+ * reservation); laddr 0 takes the route's source. Returns -EINPROGRESS (completion is reported
+ * through tcp_conn__poll: TCP_EV_OUT, or TCP_EV_ERR with so_error), -EADDRINUSE if the 4-tuple
+ * is taken, -ENETUNREACH/-EHOSTUNREACH, -EISCONN, -EALREADY. */
+int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, be32 laddr, uint16_t lport,
+                      be32 raddr, uint16_t rport);
+/* Next established child of a listener (now owned by the application), -EAGAIN, -EINVAL. */
+int tcp_conn__accept(struct tcp_shared *sh, slip_idx_t listener);
+/* Copies application bytes into send buffers and transmits what the window, Nagle and cork
+ * allow. Returns bytes accepted (possibly fewer than asked), -EAGAIN (buffer full),
+ * -EPIPE (shut down for writing or closed; the stack raises SIGPIPE), -ENOTCONN, or the pending
+ * so_error. flags: TCP_SEND_MORE. */
+ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const struct iovec *iov,
+                       int iovcnt, unsigned flags);
+/* Copies received bytes; returns bytes, 0 at end of stream, -EAGAIN, -ENOTCONN, or the pending
+ * so_error (-ECONNRESET...). May send a window update. flags: TCP_RECV_PEEK. */
+ssize_t tcp_conn__recv(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, void *buf, size_t len,
+                       unsigned flags);
+/* how: SHUT_RD, SHUT_WR, SHUT_RDWR. -ENOTCONN when not connected. */
+int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, int how);
+/* The application lets go. Graceful (FIN after queued data, RFC 9293 §3.10.4) unless unread data
+ * is pending or SO_LINGER is on with 0 seconds: then RST and free (RFC 2525 §2.17, as Linux).
+ * A listener aborts its unaccepted children. The slot is freed when the connection reaches
+ * CLOSED (after TIME_WAIT for the side that closed first). */
+void tcp_conn__close(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c);
+/* Sends RST (if synchronized) and frees at once. */
+void tcp_conn__abort(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c);
+
+/* Options. */
+enum tcp_opt {
+    TCPO_NODELAY,             /* bool */
+    TCPO_CORK,                /* bool; clearing it pushes */
+    TCPO_KEEPALIVE,           /* bool (SO_KEEPALIVE) */
+    TCPO_KEEPIDLE,            /* seconds, 1..32767 */
+    TCPO_KEEPINTVL,           /* seconds, 1..32767 */
+    TCPO_KEEPCNT,             /* probes, 1..127 */
+    TCPO_LINGER,              /* -1 off, else seconds (0 = abortive close) */
+    TCPO_RCVBUF,              /* bytes, clamped to [TCP_BUF_MIN, TCP_BUF_MAX] */
+    TCPO_SNDBUF,
+    TCPO_MAXSEG,              /* TCP_MAXSEG before connect/listen; 0 = none */
+    TCPO_CONGESTION,          /* TCP_CC_* */
+};
+int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
+int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);
+
+/* Readiness now (TCP_EV_* bits), as the kernel computes it for epoll/poll. */
+unsigned tcp_conn__poll(const struct tcp_shared *sh, slip_idx_t c);
+/* SO_ERROR: returns the pending error (positive errno, 0 if none) and clears it. */
+int tcp_conn__so_error(struct tcp_shared *sh, slip_idx_t c);
+/* Connections whose readiness may have changed since the last call (listeners when a child
+ * becomes acceptable, application-held connections otherwise): pops one, SLIP_NIL when none. */
+slip_idx_t tcp__next_wakeup(struct tcp_shared *sh);
+
+/* What `slipstream stat` shows for one connection. */
+struct tcp_conn_info {
+    uint8_t state;
+    uint8_t cc_algo;
+    be32 laddr, raddr;
+    uint16_t lport, rport;
+    uint32_t srtt_us, rttvar_us, rto_us;
+    uint32_t cwnd, ssthresh, mss, snd_wnd, rcv_wnd;
+    uint32_t snd_queued, rcv_queued, unacked;
+    uint8_t snd_wscale, rcv_wscale;
+    bool sack, timestamps;
+    struct tcp_conn_stats st;
+};
+int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t c, struct tcp_conn_info *out);
+
+#endif

@@ -1,0 +1,966 @@
+/* The connection table: allocation, the 4-tuple and listener hashes, state changes, wakeups,
+ * and the socket-facing calls (listen, connect, accept, send, recv, shutdown, close, options,
+ * readiness, counters). Everything is an index into sh->conns; see tcp.h for the contract. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "tcp/tcp_var.h"
+#include "wire/eth.h"
+#include "wire/ipv4.h"
+
+size_t tcp_shared__bytes(uint32_t max_conns)
+{
+    return sizeof(struct tcp_shared) + (size_t)max_conns * sizeof(struct tcp_conn);
+}
+
+void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t key[32])
+{
+    memset(sh, 0, sizeof(*sh));
+    memcpy(sh->key, key, 32);
+    sh->max_conns = max_conns;
+    sh->free_head = max_conns ? 0 : SLIP_NIL;
+    sh->wake_head = sh->wake_tail = SLIP_NIL;
+    sh->next_deadline = SLIP_TIME_NEVER;
+    sh->default_cc = TCP_CC_CUBIC;
+    sh->syncookies = 1;
+    for (unsigned i = 0; i < TCP_HASH_BUCKETS; i++)
+        sh->hash[i] = SLIP_NIL;
+    for (unsigned i = 0; i < TCP_LHASH_BUCKETS; i++)
+        sh->lhash[i] = SLIP_NIL;
+    for (uint32_t i = 0; i < max_conns; i++) {
+        memset(&sh->conns[i], 0, sizeof(sh->conns[i]));
+        sh->conns[i].state = TCPS_CLOSED;
+        sh->conns[i].hnext = i + 1 < max_conns ? i + 1 : SLIP_NIL;
+    }
+}
+
+void tcp_shared__purge(struct tcp_shared *sh, struct pkt_pool *pool)
+{
+    for (uint32_t i = 0; i < sh->high_water; i++) {
+        struct tcp_conn *c = &sh->conns[i];
+        if (c->rcvbuf == 0)
+            continue;
+        pkt_queue__purge(pool, &c->sndq);
+        tcp_rcvq__purge(pool, c);
+        tcp_reass__purge(pool, c);
+    }
+    uint8_t key[32];
+    memcpy(key, sh->key, 32);
+    tcp_shared__init(sh, sh->max_conns, key);
+}
+
+/* Every state change passes here so it can be traced (SLIP_TCP_TRACE=1 at build time). */
+void tcp_set_state(struct tcp_shared *sh, struct tcp_conn *c, int state)
+{
+#ifdef SLIP_TCP_TRACE
+    fprintf(stderr, "tcp %u: %s -> %s\n", tcp_conn__idx(sh, c), tcp_state__name(c->state), tcp_state__name(state));
+#endif
+    int old = c->state;
+    c->state = (uint8_t)state;
+    if (old != state)
+        tcp_conn__wake(sh, c);
+}
+
+static unsigned hash4(be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+{
+    uint32_t h = laddr ^ (raddr * 0x9e3779b1u) ^ (((uint32_t)lport << 16 | rport) * 0x85ebca6bu);
+    h ^= h >> 15;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 13;
+    return h & (TCP_HASH_BUCKETS - 1);
+}
+
+static unsigned lhash(uint16_t lport)
+{
+    return (lport * 40503u >> 4) & (TCP_LHASH_BUCKETS - 1);
+}
+
+void tcp_conn__hash(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    slip_idx_t i = tcp_conn__idx(sh, c);
+    if (c->state == TCPS_LISTEN) {
+        unsigned b = lhash(c->lport);
+        c->hnext = sh->lhash[b];
+        sh->lhash[b] = i;
+        c->flags |= TCPF_LHASHED;
+    } else {
+        unsigned b = hash4(c->laddr, c->lport, c->raddr, c->rport);
+        c->hnext = sh->hash[b];
+        sh->hash[b] = i;
+        c->flags |= TCPF_HASHED;
+    }
+}
+
+void tcp_conn__unhash(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    slip_idx_t i = tcp_conn__idx(sh, c);
+    slip_idx_t *pp;
+    if (c->flags & TCPF_LHASHED)
+        pp = &sh->lhash[lhash(c->lport)];
+    else if (c->flags & TCPF_HASHED)
+        pp = &sh->hash[hash4(c->laddr, c->lport, c->raddr, c->rport)];
+    else
+        return;
+    while (*pp != SLIP_NIL && *pp != i)
+        pp = &sh->conns[*pp].hnext;
+    if (*pp == i)
+        *pp = c->hnext;
+    c->hnext = SLIP_NIL;
+    c->flags &= ~(TCPF_HASHED | TCPF_LHASHED);
+}
+
+static slip_idx_t lookup4(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+{
+    for (slip_idx_t i = sh->hash[hash4(laddr, lport, raddr, rport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
+        const struct tcp_conn *c = &sh->conns[i];
+        if (c->lport == lport && c->rport == rport && c->laddr == laddr && c->raddr == raddr)
+            return i;
+    }
+    return SLIP_NIL;
+}
+
+static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, uint16_t lport)
+{
+    slip_idx_t wild = SLIP_NIL;
+    for (slip_idx_t i = sh->lhash[lhash(lport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
+        const struct tcp_conn *c = &sh->conns[i];
+        if (c->lport != lport)
+            continue;
+        if (c->laddr == laddr)
+            return i;
+        if (c->laddr == 0 && wild == SLIP_NIL)
+            wild = i;
+    }
+    return wild;
+}
+
+slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+{
+    slip_idx_t i = lookup4(sh, laddr, lport, raddr, rport);
+    return i != SLIP_NIL ? i : lookup_listen(sh, laddr, lport);
+}
+
+static void conn_reset_fields(struct tcp_conn *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->state = TCPS_CLOSED;
+    c->hnext = c->parent = c->qnext = c->wnext = SLIP_NIL;
+    c->acceptq_head = c->acceptq_tail = SLIP_NIL;
+    c->ooo_head = SLIP_NIL;
+    pkt_queue__init(&c->sndq);
+    pkt_queue__init(&c->rcvq);
+    for (int k = 0; k < TT_NTIMERS; k++)
+        c->timer[k] = SLIP_TIME_NEVER;
+}
+
+/* Table full: the TIME_WAIT connection closest to expiry gives its slot (Linux likewise bounds
+ * TIME_WAIT sockets with tcp_max_tw_buckets). */
+static int recycle_time_wait(struct tcp_shared *sh)
+{
+    struct tcp_conn *best = NULL;
+    for (uint32_t i = 0; i < sh->high_water; i++) {
+        struct tcp_conn *c = &sh->conns[i];
+        if (c->state == TCPS_TIME_WAIT && !(c->flags & TCPF_USER) &&
+            (!best || c->timer[TT_2MSL] < best->timer[TT_2MSL]))
+            best = c;
+    }
+    if (!best)
+        return -EMFILE;
+    sh->c.tw_recycled++;
+    tcp_conn__unhash(sh, best);
+    tcp_timer__stop_all(best);
+    best->flags = 0;
+    slip_idx_t i = tcp_conn__idx(sh, best);
+    conn_reset_fields(best);
+    return (int)i;
+}
+
+int tcp_conn__alloc(struct tcp_shared *sh)
+{
+    slip_idx_t i = sh->free_head;
+    if (i == SLIP_NIL) {
+        int r = recycle_time_wait(sh);
+        if (r < 0)
+            sh->c.conn_full++;
+        else
+            tcp_conn__defaults(sh, &sh->conns[r]);
+        return r;
+    }
+    struct tcp_conn *c = &sh->conns[i];
+    sh->free_head = c->hnext;
+    conn_reset_fields(c);
+    sh->nused++;
+    if (i + 1 > sh->high_water)
+        sh->high_water = i + 1;
+    tcp_conn__defaults(sh, c);
+    return (int)i;
+}
+
+void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    c->sndbuf = TCP_SNDBUF_DEFAULT;
+    c->rcvbuf = TCP_RCVBUF_DEFAULT;
+    c->keepidle = TCP_KEEPIDLE;
+    c->keepintvl = TCP_KEEPINTVL;
+    c->keepcnt = TCP_KEEPCNT;
+    c->cc_algo = sh->default_cc;
+    c->mss = TCP_MSS_DEFAULT;
+    c->rcv_mss = TCP_MSS_DEFAULT;
+    c->rto_us = (uint32_t)(TCP_RTO_INIT / SLIP_USEC);
+}
+
+static void wake_remove(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!(c->flags & TCPF_IN_WAKE))
+        return;
+    slip_idx_t i = tcp_conn__idx(sh, c), prev = SLIP_NIL;
+    for (slip_idx_t w = sh->wake_head; w != SLIP_NIL; prev = w, w = sh->conns[w].wnext) {
+        if (w != i)
+            continue;
+        if (prev == SLIP_NIL)
+            sh->wake_head = c->wnext;
+        else
+            sh->conns[prev].wnext = c->wnext;
+        if (sh->wake_tail == i)
+            sh->wake_tail = prev;
+        break;
+    }
+    c->wnext = SLIP_NIL;
+    c->flags &= ~TCPF_IN_WAKE;
+}
+
+static void acceptq_remove(struct tcp_shared *sh, struct tcp_conn *l, struct tcp_conn *c)
+{
+    slip_idx_t i = tcp_conn__idx(sh, c), prev = SLIP_NIL;
+    for (slip_idx_t w = l->acceptq_head; w != SLIP_NIL; prev = w, w = sh->conns[w].qnext) {
+        if (w != i)
+            continue;
+        if (prev == SLIP_NIL)
+            l->acceptq_head = c->qnext;
+        else
+            sh->conns[prev].qnext = c->qnext;
+        if (l->acceptq_tail == i)
+            l->acceptq_tail = prev;
+        l->acceptq_len--;
+        break;
+    }
+    c->qnext = SLIP_NIL;
+    c->flags &= ~TCPF_IN_ACCEPTQ;
+}
+
+/* Detaches a passive child from its listener (accepted, or dying before that). */
+static void detach_parent(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (c->parent == SLIP_NIL)
+        return;
+    struct tcp_conn *l = &sh->conns[c->parent];
+    if (c->flags & TCPF_IN_ACCEPTQ)
+        acceptq_remove(sh, l, c);
+    else if (l->synq_len)
+        l->synq_len--;
+    c->parent = SLIP_NIL;
+}
+
+void tcp_conn__free(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    slip_idx_t i = tcp_conn__idx(sh, c);
+    if (c->rcvbuf == 0)
+        return;     /* already free: a slot in use always has a receive buffer size */
+    tcp_conn__unhash(sh, c);
+    detach_parent(sh, c);
+    wake_remove(sh, c);
+    pkt_queue__purge(env->pool, &c->sndq);
+    tcp_rcvq__purge(env->pool, c);
+    tcp_reass__purge(env->pool, c);
+    conn_reset_fields(c);
+    c->hnext = sh->free_head;
+    sh->free_head = i;
+    sh->nused--;
+}
+
+void tcp_conn__wake(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!(c->flags & TCPF_USER) && c->state != TCPS_LISTEN)
+        return;
+    if (c->flags & TCPF_IN_WAKE)
+        return;
+    slip_idx_t i = tcp_conn__idx(sh, c);
+    c->flags |= TCPF_IN_WAKE;
+    c->wnext = SLIP_NIL;
+    if (sh->wake_tail == SLIP_NIL)
+        sh->wake_head = i;
+    else
+        sh->conns[sh->wake_tail].wnext = i;
+    sh->wake_tail = i;
+}
+
+slip_idx_t tcp__next_wakeup(struct tcp_shared *sh)
+{
+    slip_idx_t i = sh->wake_head;
+    if (i == SLIP_NIL)
+        return SLIP_NIL;
+    struct tcp_conn *c = &sh->conns[i];
+    sh->wake_head = c->wnext;
+    if (sh->wake_head == SLIP_NIL)
+        sh->wake_tail = SLIP_NIL;
+    c->wnext = SLIP_NIL;
+    c->flags &= ~TCPF_IN_WAKE;
+    return i;
+}
+
+void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, int err)
+{
+    if (err)
+        c->so_error = err;
+    tcp_timer__stop_all(c);
+    tcp_conn__unhash(sh, c);
+    pkt_queue__purge(env->pool, &c->sndq);
+    tcp_reass__purge(env->pool, c);
+    c->flags |= TCPF_DONE;
+    c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);
+    tcp_set_state(sh, c, TCPS_CLOSED);
+    tcp_conn__wake(sh, c);
+    /* Nobody will read it any more: a closed-by-application or never-accepted connection. */
+    if (!(c->flags & TCPF_USER))
+        tcp_conn__free(env, sh, c);
+}
+
+uint16_t tcp_conn__route_mss(struct ip_env *env, const struct tcp_conn *c)
+{
+    struct ip_route rt;
+    uint32_t mtu = 1500;
+    if (ip_output__route(env, c->raddr, &rt) == 0)
+        mtu = rt.mtu;
+    uint32_t room = pkt__room(env->pool) - WIRE_ETH_HLEN;
+    mtu = SLIP_MIN(mtu, room);
+    uint32_t mss = mtu > 40 + TCP_MSS_MIN ? mtu - 40 : TCP_MSS_MIN;
+    if (c->user_mss && c->user_mss < mss)
+        mss = SLIP_MAX(c->user_mss, TCP_MSS_MIN);
+    return (uint16_t)mss;
+}
+
+uint32_t tcp_rcv_space(const struct tcp_conn *c)
+{
+    uint32_t held = c->rcvq.bytes + c->ooo_bytes;
+    return held >= c->rcvbuf ? 0 : c->rcvbuf - held;
+}
+
+/* ---- Socket-facing calls ---- */
+
+static struct tcp_conn *user_conn(struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns)
+        return NULL;
+    struct tcp_conn *c = &sh->conns[i];
+    return (c->flags & TCPF_USER) ? c : NULL;
+}
+
+int tcp_conn__open(struct tcp_shared *sh)
+{
+    int i = tcp_conn__alloc(sh);
+    if (i < 0)
+        return i;
+    sh->conns[i].flags |= TCPF_USER;
+    return i;
+}
+
+int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t lport, int backlog)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (backlog < 1)
+        backlog = 1;
+    if (backlog > 65535)
+        backlog = 65535;
+    if (c->state == TCPS_LISTEN) {
+        c->backlog = (uint32_t)backlog;
+        return 0;
+    }
+    if (c->state != TCPS_CLOSED || (c->flags & TCPF_DONE))
+        return -EINVAL;
+    for (slip_idx_t j = sh->lhash[lhash(lport)]; j != SLIP_NIL; j = sh->conns[j].hnext)
+        if (sh->conns[j].lport == lport && sh->conns[j].laddr == laddr)
+            return -EADDRINUSE;
+    c->laddr = laddr;
+    c->lport = lport;
+    c->backlog = (uint32_t)backlog;
+    tcp_set_state(sh, c, TCPS_LISTEN);
+    tcp_conn__hash(sh, c);
+    return 0;
+}
+
+/* RFC 7323 §2.2: the smallest shift that lets the largest buffer we may offer fit 16 bits. */
+uint8_t tcp_conn__wscale(uint32_t rcvbuf)
+{
+    uint8_t s = 0;
+    uint32_t max = SLIP_MAX(rcvbuf, (uint32_t)TCP_RCVBUF_DEFAULT);
+    while (s < 14 && (max >> s) > 65535)
+        s++;
+    return s;
+}
+
+/* Send-side initial values once the ISS is chosen (active open, or SYN on a listener). */
+static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
+{
+    c->iss = iss;
+    c->snd_una = c->snd_nxt = c->snd_max = iss;
+    c->snd_q_seq = iss + 1;
+    c->snd_recover = c->high_rxt = iss;
+    c->snd_sml = iss;
+    c->rcv_wscale = tcp_conn__wscale(c->rcvbuf);
+    c->ts_offset = tcp_ts_offset(sh, c->laddr, c->lport, c->raddr, c->rport);
+    c->quickacks = TCP_QUICKACKS;
+}
+
+int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t lport,
+                      be32 raddr, uint16_t rport)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (c->state == TCPS_SYN_SENT)
+        return -EALREADY;
+    if (c->state == TCPS_LISTEN)
+        return -EINVAL;
+    if (c->state != TCPS_CLOSED || (c->flags & TCPF_DONE))
+        return -EISCONN;
+    if (!raddr || !rport || !lport)
+        return -EINVAL;
+    struct ip_route rt;
+    int rc = ip_output__route(env, raddr, &rt);
+    if (rc < 0)
+        return rc;
+    if (!laddr)
+        laddr = rt.src;
+    slip_idx_t old = lookup4(sh, laddr, lport, raddr, rport);
+    if (old != SLIP_NIL) {
+        struct tcp_conn *o = &sh->conns[old];
+        /* A TIME_WAIT of the same tuple is taken over (Linux tcp_tw_reuse with timestamps);
+         * the ISN below is time-based so it lies beyond the old sequence space. */
+        if (o->state != TCPS_TIME_WAIT || (o->flags & TCPF_USER))
+            return -EADDRINUSE;
+        sh->c.tw_reused++;
+        tcp_timer__stop_all(o);
+        tcp_conn__free(env, sh, o);
+    }
+    c->laddr = laddr;
+    c->lport = lport;
+    c->raddr = raddr;
+    c->rport = rport;
+    c->mss = tcp_conn__route_mss(env, c);
+    init_send(sh, c, tcp_isn(sh, laddr, lport, raddr, rport, env->now));
+    tcp_cc__get(c->cc_algo)->init(c);
+    tcp_set_state(sh, c, TCPS_SYN_SENT);
+    tcp_conn__hash(sh, c);
+    sh->c.active_opens++;
+    tcp_output(env, sh, c);
+    return -EINPROGRESS;
+}
+
+int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, be32 laddr, be32 raddr,
+                    uint16_t rport, uint32_t iss)
+{
+    int i = tcp_conn__alloc(sh);
+    if (i < 0)
+        return i;
+    struct tcp_conn *c = &sh->conns[i];
+    c->flags = l->flags & (TCPF_NODELAY | TCPF_KEEPALIVE | TCPF_LINGER);
+    c->flags |= TCPF_PASSIVE;
+    c->sndbuf = l->sndbuf;
+    c->rcvbuf = l->rcvbuf;
+    c->keepidle = l->keepidle;
+    c->keepintvl = l->keepintvl;
+    c->keepcnt = l->keepcnt;
+    c->linger = l->linger;
+    c->cc_algo = l->cc_algo;
+    c->user_mss = l->user_mss;
+    c->laddr = laddr;
+    c->lport = l->lport;
+    c->raddr = raddr;
+    c->rport = rport;
+    c->parent = tcp_conn__idx(sh, l);
+    c->mss = tcp_conn__route_mss(env, c);
+    init_send(sh, c, iss);
+    tcp_cc__get(c->cc_algo)->init(c);
+    tcp_set_state(sh, c, TCPS_SYN_RECEIVED);
+    tcp_conn__hash(sh, c);
+    l->synq_len++;
+    sh->c.passive_opens++;
+    return i;
+}
+
+int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (c->parent == SLIP_NIL)
+        return 0;
+    struct tcp_conn *l = &sh->conns[c->parent];
+    if (c->flags & TCPF_IN_ACCEPTQ)
+        return 0;
+    if (l->acceptq_len >= l->backlog)
+        return -ENOSPC;
+    if (l->synq_len)
+        l->synq_len--;
+    slip_idx_t i = tcp_conn__idx(sh, c);
+    c->qnext = SLIP_NIL;
+    if (l->acceptq_tail == SLIP_NIL)
+        l->acceptq_head = i;
+    else
+        sh->conns[l->acceptq_tail].qnext = i;
+    l->acceptq_tail = i;
+    l->acceptq_len++;
+    c->flags |= TCPF_IN_ACCEPTQ;
+    tcp_conn__wake(sh, l);
+    return 0;
+}
+
+int tcp_conn__accept(struct tcp_shared *sh, slip_idx_t li)
+{
+    struct tcp_conn *l = user_conn(sh, li);
+    if (!l || l->state != TCPS_LISTEN)
+        return -EINVAL;
+    slip_idx_t i = l->acceptq_head;
+    if (i == SLIP_NIL)
+        return -EAGAIN;
+    struct tcp_conn *c = &sh->conns[i];
+    acceptq_remove(sh, l, c);
+    c->parent = SLIP_NIL;
+    c->flags |= TCPF_USER;
+    return (int)i;
+}
+
+ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, const struct iovec *iov,
+                       int iovcnt, unsigned flags)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (c->so_error) {
+        int e = c->so_error;
+        c->so_error = 0;
+        return -e;
+    }
+    if ((c->flags & (TCPF_FIN_QUEUED | TCPF_DONE)) || c->state > TCPS_CLOSE_WAIT)
+        return -EPIPE;
+    if (c->state == TCPS_CLOSED || c->state == TCPS_LISTEN)
+        return -ENOTCONN;
+    if (c->state == TCPS_SYN_SENT || c->state == TCPS_SYN_RECEIVED)
+        return -EAGAIN;
+    size_t want = 0;
+    for (int k = 0; k < iovcnt; k++)
+        want += iov[k].iov_len;
+    if (want == 0)
+        return 0;
+    if (c->sndq.bytes >= c->sndbuf)
+        return -EAGAIN;
+    size_t room = c->sndbuf - c->sndq.bytes;
+    size_t todo = SLIP_MIN(want, room);
+    size_t done = 0;
+    int k = 0;
+    size_t koff = 0;
+    struct pkt_pool *pool = env->pool;
+    uint32_t cap = pool->frame_size;
+
+    while (done < todo) {
+        slip_idx_t t = c->sndq.tail;
+        struct pkt_meta *m = t != SLIP_NIL ? pkt__meta(pool, t) : NULL;
+        if (!m || (uint32_t)m->off + m->len >= cap) {
+            slip_idx_t n = pkt__alloc(pool);
+            if (n == SLIP_NIL) {
+                sh->c.no_frame++;
+                c->st.no_frame++;
+                break;
+            }
+            pkt_queue__push(pool, &c->sndq, n, 0);
+            continue;
+        }
+        uint32_t space = cap - m->off - m->len;
+        size_t n = SLIP_MIN((size_t)space, todo - done);
+        uint8_t *dst = pkt__data(pool, t) + m->len;
+        size_t copied = 0;
+        while (copied < n) {
+            while (k < iovcnt && koff == iov[k].iov_len) {
+                k++;
+                koff = 0;
+            }
+            size_t part = SLIP_MIN(n - copied, iov[k].iov_len - koff);
+            memcpy(dst + copied, (const uint8_t *)iov[k].iov_base + koff, part);
+            copied += part;
+            koff += part;
+        }
+        m->len = (uint16_t)(m->len + n);
+        c->sndq.bytes += (uint32_t)n;
+        done += n;
+    }
+    if (done == 0)
+        return -ENOBUFS;
+    if (flags & TCP_SEND_MORE)
+        c->flags |= TCPF_MORE;
+    else
+        c->flags &= ~TCPF_MORE;
+    tcp_output(env, sh, c);
+    return (ssize_t)done;
+}
+
+/* Drops n bytes from the front of rcvq, freeing emptied buffers. */
+static void rcvq_consume(struct pkt_pool *pool, struct tcp_conn *c, uint32_t n)
+{
+    while (n && c->rcvq.head != SLIP_NIL) {
+        slip_idx_t h = c->rcvq.head;
+        struct pkt_meta *m = pkt__meta(pool, h);
+        if (m->len > n) {
+            m->off = (uint16_t)(m->off + n);
+            m->len = (uint16_t)(m->len - n);
+            m->total -= n;
+            c->rcvq.bytes -= n;
+            return;
+        }
+        n -= m->len;
+        c->rcvq.bytes -= m->len;
+        slip_idx_t next = m->chain != SLIP_NIL ? m->chain : m->next;
+        if (m->chain != SLIP_NIL) {
+            struct pkt_meta *cm = pkt__meta(pool, m->chain);
+            cm->next = m->next;
+            cm->total = m->total - m->len;
+        } else {
+            c->rcvq.count--;
+        }
+        if (c->rcvq.tail == h)
+            c->rcvq.tail = m->chain != SLIP_NIL ? m->chain : SLIP_NIL;
+        c->rcvq.head = next;
+        m->chain = SLIP_NIL;
+        pkt__free_chain(pool, h);
+        c->rcv_frames--;
+    }
+    if (c->rcvq.head == SLIP_NIL)
+        c->rcvq.tail = SLIP_NIL;
+}
+
+void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c)
+{
+    rcvq_consume(pool, c, c->rcvq.bytes);
+    pkt_queue__purge(pool, &c->rcvq);
+    c->rcvq.bytes = 0;
+}
+
+/* RFC 9293 §3.8.6.2.2: after the application reads, tell the peer once the window grew by
+ * min(RCV.BUFF/2, MSS) beyond what it knows; smaller openings would invite silly segments. */
+static void maybe_window_update(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!TCPS_HAVEESTABLISHED(c->state) || c->state == TCPS_TIME_WAIT)
+        return;
+    uint32_t edge = c->rcv_nxt + tcp_rcv_space(c);
+    uint32_t thresh = SLIP_MIN(c->rcvbuf / 2, (uint32_t)c->rcv_mss);
+    if (seq_geq(edge, c->rcv_adv + thresh) && seq_gt(edge, c->rcv_adv)) {
+        /* Only worth it if the advertised window is getting small (Linux: under half). */
+        if (c->rcv_adv - c->rcv_nxt <= tcp_rcv_space(c) / 2) {
+            c->flags |= TCPF_ACK_NOW;
+            tcp_output(env, sh, c);
+        }
+    }
+}
+
+ssize_t tcp_conn__recv(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, void *buf, size_t len,
+                       unsigned flags)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (c->state == TCPS_LISTEN)
+        return -ENOTCONN;
+    if (c->rcvq.bytes == 0) {
+        if (c->so_error) {
+            int e = c->so_error;
+            c->so_error = 0;
+            return -e;
+        }
+        if (c->flags & (TCPF_RCVD_FIN | TCPF_SHUT_RD | TCPF_DONE))
+            return 0;
+        if (c->state == TCPS_CLOSED)
+            return -ENOTCONN;
+        return -EAGAIN;
+    }
+    if (len == 0)
+        return 0;
+    size_t n = 0;
+    uint8_t *dst = buf;
+    for (slip_idx_t h = c->rcvq.head; h != SLIP_NIL && n < len; h = pkt__meta(env->pool, h)->next)
+        n += pkt__chain_copy(env->pool, h, 0, dst + n, len - n);
+    if (!(flags & TCP_RECV_PEEK)) {
+        rcvq_consume(env->pool, c, (uint32_t)n);
+        maybe_window_update(env, sh, c);
+    }
+    return (ssize_t)n;
+}
+
+int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, int how)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return -EINVAL;
+    if (c->state == TCPS_CLOSED || c->state == TCPS_LISTEN || c->state == TCPS_SYN_SENT) {
+        if (c->state == TCPS_SYN_SENT) {
+            tcp_conn__drop(env, sh, c, 0);
+            return 0;
+        }
+        return -ENOTCONN;
+    }
+    if (how == SHUT_RD || how == SHUT_RDWR) {
+        c->flags |= TCPF_SHUT_RD;
+        tcp_rcvq__purge(env->pool, c);
+        tcp_conn__wake(sh, c);
+    }
+    if ((how == SHUT_WR || how == SHUT_RDWR) && !(c->flags & TCPF_FIN_QUEUED)) {
+        /* RFC 9293 §3.10.4 CLOSE: ESTABLISHED/SYN-RECEIVED -> FIN-WAIT-1, CLOSE-WAIT -> LAST-ACK,
+         * the FIN going out after queued data. */
+        c->flags |= TCPF_FIN_QUEUED;
+        if (c->state == TCPS_ESTABLISHED || c->state == TCPS_SYN_RECEIVED)
+            tcp_set_state(sh, c, TCPS_FIN_WAIT_1);
+        else if (c->state == TCPS_CLOSE_WAIT)
+            tcp_set_state(sh, c, TCPS_LAST_ACK);
+        tcp_output(env, sh, c);
+    }
+    return 0;
+}
+
+void tcp_conn__abort(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns || sh->conns[i].rcvbuf == 0)
+        return;
+    struct tcp_conn *c = &sh->conns[i];
+    if (TCPS_HAVERCVDSYN(c->state) && c->state != TCPS_TIME_WAIT)
+        tcp_output__rst(env, sh, c);
+    c->flags &= ~TCPF_USER;
+    if (c->state == TCPS_LISTEN) {
+        tcp_conn__close(env, sh, i);
+        return;
+    }
+    tcp_conn__drop(env, sh, c, 0);
+    tcp_conn__free(env, sh, c);
+}
+
+static void close_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l)
+{
+    slip_idx_t li = tcp_conn__idx(sh, l);
+    tcp_conn__unhash(sh, l);
+    /* Children not accepted yet die with it; established ones get a RST as on Linux. */
+    for (uint32_t j = 0; j < sh->high_water; j++) {
+        struct tcp_conn *c = &sh->conns[j];
+        if (c->parent != li || j == li)
+            continue;
+        if (TCPS_HAVERCVDSYN(c->state))
+            tcp_output__rst(env, sh, c);
+        detach_parent(sh, c);
+        c->flags &= ~TCPF_USER;
+        tcp_conn__drop(env, sh, c, 0);
+    }
+    l->flags &= ~TCPF_USER;
+    tcp_conn__free(env, sh, l);
+}
+
+void tcp_conn__close(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns || sh->conns[i].rcvbuf == 0)
+        return;
+    struct tcp_conn *c = &sh->conns[i];
+    if (c->state == TCPS_LISTEN) {
+        close_listener(env, sh, c);
+        return;
+    }
+    c->flags &= ~TCPF_USER;
+    c->flags |= TCPF_ORPHAN;
+    if (c->state == TCPS_CLOSED || c->state == TCPS_SYN_SENT) {
+        tcp_conn__drop(env, sh, c, 0);
+        return;
+    }
+    /* RFC 2525 §2.17 and Linux: closing with unread data, or SO_LINGER with zero time, aborts. */
+    bool unread = c->rcvq.bytes > 0 || c->ooo_bytes > 0;
+    if (unread || ((c->flags & TCPF_LINGER) && c->linger == 0)) {
+        if (c->state != TCPS_TIME_WAIT)
+            tcp_output__rst(env, sh, c);
+        tcp_conn__drop(env, sh, c, 0);
+        return;
+    }
+    c->flags |= TCPF_SHUT_RD;
+    if (!(c->flags & TCPF_FIN_QUEUED)) {
+        c->flags |= TCPF_FIN_QUEUED;
+        if (c->state == TCPS_ESTABLISHED || c->state == TCPS_SYN_RECEIVED)
+            tcp_set_state(sh, c, TCPS_FIN_WAIT_1);
+        else if (c->state == TCPS_CLOSE_WAIT)
+            tcp_set_state(sh, c, TCPS_LAST_ACK);
+    }
+    if (c->state == TCPS_FIN_WAIT_2)
+        tcp_timer__set(sh, c, TT_2MSL, env->now + TCP_FIN_TIMEOUT);
+    tcp_output(env, sh, c);
+}
+
+int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int val)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    switch (opt) {
+    case TCPO_NODELAY:
+        c->flags = val ? c->flags | TCPF_NODELAY : c->flags & ~TCPF_NODELAY;
+        if (val && TCPS_HAVEESTABLISHED(c->state))
+            tcp_output(env, sh, c);
+        return 0;
+    case TCPO_CORK:
+        c->flags = val ? c->flags | TCPF_CORK : c->flags & ~TCPF_CORK;
+        if (!val && TCPS_HAVEESTABLISHED(c->state))
+            tcp_output(env, sh, c);
+        return 0;
+    case TCPO_KEEPALIVE:
+        c->flags = val ? c->flags | TCPF_KEEPALIVE : c->flags & ~TCPF_KEEPALIVE;
+        if (val && TCPS_HAVEESTABLISHED(c->state))
+            tcp_timer__keep_restart(env, sh, c);
+        else if (!val)
+            tcp_timer__stop(c, TT_KEEP);
+        return 0;
+    case TCPO_KEEPIDLE:
+    case TCPO_KEEPINTVL:
+        if (val < 1 || val > 32767)
+            return -EINVAL;
+        if (opt == TCPO_KEEPIDLE)
+            c->keepidle = (uint32_t)val;
+        else
+            c->keepintvl = (uint32_t)val;
+        if ((c->flags & TCPF_KEEPALIVE) && TCPS_HAVEESTABLISHED(c->state))
+            tcp_timer__keep_restart(env, sh, c);
+        return 0;
+    case TCPO_KEEPCNT:
+        if (val < 1 || val > 127)
+            return -EINVAL;
+        c->keepcnt = (uint32_t)val;
+        return 0;
+    case TCPO_LINGER:
+        if (val < 0) {
+            c->flags &= ~TCPF_LINGER;
+        } else {
+            c->flags |= TCPF_LINGER;
+            c->linger = val;
+        }
+        return 0;
+    case TCPO_RCVBUF:
+    case TCPO_SNDBUF: {
+        uint32_t v = (uint32_t)SLIP_MIN(SLIP_MAX(val, TCP_BUF_MIN), TCP_BUF_MAX);
+        if (opt == TCPO_RCVBUF)
+            c->rcvbuf = v;
+        else
+            c->sndbuf = v;
+        return 0;
+    }
+    case TCPO_MAXSEG:
+        if (val != 0 && (val < TCP_MSS_MIN || val > 65495))
+            return -EINVAL;
+        c->user_mss = (uint16_t)val;
+        if (val && TCPS_HAVEESTABLISHED(c->state) && val < c->mss)
+            c->mss = (uint16_t)val;
+        return 0;
+    case TCPO_CONGESTION:
+        if (val < 0 || val >= TCP_CC_COUNT)
+            return -ENOENT;
+        c->cc_algo = (uint8_t)val;
+        tcp_cc__get(c->cc_algo)->init(c);
+        return 0;
+    }
+    return -ENOPROTOOPT;
+}
+
+int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int *val)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    switch (opt) {
+    case TCPO_NODELAY: *val = !!(c->flags & TCPF_NODELAY); return 0;
+    case TCPO_CORK: *val = !!(c->flags & TCPF_CORK); return 0;
+    case TCPO_KEEPALIVE: *val = !!(c->flags & TCPF_KEEPALIVE); return 0;
+    case TCPO_KEEPIDLE: *val = (int)c->keepidle; return 0;
+    case TCPO_KEEPINTVL: *val = (int)c->keepintvl; return 0;
+    case TCPO_KEEPCNT: *val = (int)c->keepcnt; return 0;
+    case TCPO_LINGER: *val = (c->flags & TCPF_LINGER) ? c->linger : -1; return 0;
+    case TCPO_RCVBUF: *val = (int)c->rcvbuf; return 0;
+    case TCPO_SNDBUF: *val = (int)c->sndbuf; return 0;
+    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? c->mss : (c->user_mss ? c->user_mss : TCP_MSS_DEFAULT); return 0;
+    case TCPO_CONGESTION: *val = c->cc_algo; return 0;
+    }
+    return -ENOPROTOOPT;
+}
+
+unsigned tcp_conn__poll(const struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns)
+        return TCP_EV_ERR | TCP_EV_HUP;
+    const struct tcp_conn *c = &sh->conns[i];
+    unsigned ev = 0;
+    if (c->state == TCPS_LISTEN)
+        return c->acceptq_len ? TCP_EV_IN : 0;
+    if (c->so_error)
+        ev |= TCP_EV_ERR;
+    if (c->state == TCPS_CLOSED) {
+        ev |= TCP_EV_HUP | TCP_EV_OUT;
+        if (c->flags & TCPF_DONE)
+            ev |= TCP_EV_IN | TCP_EV_RDHUP;
+        return ev;
+    }
+    bool rd_shut = (c->flags & (TCPF_RCVD_FIN | TCPF_SHUT_RD)) != 0;
+    if (rd_shut && (c->flags & TCPF_FIN_QUEUED))
+        ev |= TCP_EV_HUP;
+    if (rd_shut)
+        ev |= TCP_EV_IN | TCP_EV_RDHUP;
+    if (c->rcvq.bytes)
+        ev |= TCP_EV_IN;
+    if (TCPS_HAVEESTABLISHED(c->state)) {
+        if (c->flags & TCPF_FIN_QUEUED)
+            ev |= TCP_EV_OUT;
+        else if (c->sndq.bytes < c->sndbuf && c->sndbuf - c->sndq.bytes >= c->sndq.bytes / 2)
+            ev |= TCP_EV_OUT;
+    }
+    return ev;
+}
+
+int tcp_conn__so_error(struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns)
+        return EBADF;
+    int e = sh->conns[i].so_error;
+    sh->conns[i].so_error = 0;
+    return e;
+}
+
+int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_info *o)
+{
+    if (i >= sh->max_conns)
+        return -EBADF;
+    const struct tcp_conn *c = &sh->conns[i];
+    memset(o, 0, sizeof(*o));
+    o->state = c->state;
+    o->cc_algo = c->cc_algo;
+    o->laddr = c->laddr;
+    o->raddr = c->raddr;
+    o->lport = c->lport;
+    o->rport = c->rport;
+    o->srtt_us = c->srtt_us;
+    o->rttvar_us = c->rttvar_us;
+    o->rto_us = (uint32_t)(tcp_rto(c) / SLIP_USEC);
+    o->cwnd = c->cwnd;
+    o->ssthresh = c->ssthresh;
+    o->mss = c->mss;
+    o->snd_wnd = c->snd_wnd;
+    o->rcv_wnd = c->rcv_adv - c->rcv_nxt;
+    o->snd_queued = c->sndq.bytes;
+    o->rcv_queued = c->rcvq.bytes;
+    o->unacked = c->snd_max - c->snd_una;
+    o->snd_wscale = c->snd_wscale;
+    o->rcv_wscale = c->rcv_wscale;
+    o->sack = (c->flags & TCPF_SACK_OK) != 0;
+    o->timestamps = (c->flags & TCPF_TS_OK) != 0;
+    o->st = c->st;
+    return 0;
+}

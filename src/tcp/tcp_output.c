@@ -1,0 +1,422 @@
+/* TCP output: what to send now (SYN, data under the send and congestion windows with Nagle, cork
+ * and sender SWS avoidance, SACK-based recovery's NextSeg, FIN, owed ACKs), how the receive
+ * window is advertised (receiver SWS avoidance, never shrinking), and segment building. Every
+ * segment, retransmissions included, is built afresh from the send queue and handed to ip/,
+ * which copies it into a new frame: a frame given to the TX ring is never touched again. */
+#include <errno.h>
+#include <string.h>
+
+#include "tcp/tcp_var.h"
+#include "wire/ipv4.h"
+
+#define SEG_BUF (WIRE_TCP_HLEN_MAX + 9216)
+
+uint32_t tcp_output__data_mss(const struct tcp_conn *c)
+{
+    uint32_t m = c->mss;
+    if (c->flags & TCPF_TS_OK)
+        m -= 12;
+    return m;
+}
+
+/* Copies [off, off+len) of the send queue to dst. */
+static void sndq_copy(const struct pkt_pool *pool, const struct tcp_conn *c, uint32_t off, uint8_t *dst,
+                      uint32_t len)
+{
+    for (slip_idx_t b = c->sndq.head; b != SLIP_NIL && len; b = pkt__meta(pool, b)->next) {
+        const struct pkt_meta *m = pkt__meta(pool, b);
+        if (off >= m->len) {
+            off -= m->len;
+            continue;
+        }
+        uint32_t n = SLIP_MIN((uint32_t)m->len - off, len);
+        memcpy(dst, pkt__data(pool, b) + off, n);
+        dst += n;
+        len -= n;
+        off = 0;
+    }
+}
+
+/* RFC 9293 §3.8.6.2.2 (receiver SWS avoidance) and §3.8.6 (do not shrink the window): the right
+ * edge moves only when it can move by min(RCV.BUFF/2, MSS), and never backwards. Returns the
+ * 16-bit field value and records RCV.ADV. */
+static uint16_t select_window(struct tcp_conn *c)
+{
+    uint32_t space = tcp_rcv_space(c);
+    uint32_t adv = seq_gt(c->rcv_adv, c->rcv_nxt) ? c->rcv_adv - c->rcv_nxt : 0;
+    uint32_t thresh = SLIP_MIN(c->rcvbuf / 2, (uint32_t)c->rcv_mss);
+    uint32_t win = space;
+    if (space < adv)
+        win = adv;                          /* never shrink */
+    else if (space - adv < thresh && space < thresh)
+        win = adv;                          /* a small opening waits */
+    uint8_t s = c->rcv_wscale;
+    uint32_t max = 65535u << s;
+    if (win > max)
+        win = max;
+    uint32_t field = win >> s;
+    /* Rounding down to the scale granularity must not pull the edge below RCV.ADV. */
+    if ((field << s) < adv)
+        field = (adv + (1u << s) - 1) >> s;
+    if (field > 65535)
+        field = 65535;
+    c->rcv_adv = c->rcv_nxt + (field << s);
+    return (uint16_t)field;
+}
+
+/* Builds and sends one segment: seq, len bytes of the send queue from seq, flags. tsval_cookie
+ * overrides the timestamp (SYN cookie SYN-ACKs). Returns 0 or negative errno. */
+static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq, uint32_t len,
+                uint8_t flags, const uint32_t *tsval_cookie)
+{
+    uint8_t buf[SEG_BUF];
+    struct wire_tcp_repr r;
+    struct ip_route rt;
+    int rc = ip_output__route(env, c->raddr, &rt);
+    if (rc < 0)
+        return rc;
+    memset(&r, 0, sizeof(r));
+    r.sport = c->lport;
+    r.dport = c->rport;
+    r.seq = seq;
+    r.flags = flags;
+    if (flags & WIRE_TCP_ACK)
+        r.ack = c->rcv_nxt;
+    bool syn = flags & WIRE_TCP_SYN;
+    bool active_syn = syn && !(flags & WIRE_TCP_ACK);
+    if (syn) {
+        /* RFC 9293 §3.7.1: our MSS from the route MTU (RFC 6691: minus fixed headers only). */
+        r.opts.has_mss = true;
+        r.opts.mss = tcp_conn__route_mss(env, c);
+        if (active_syn || (c->flags & TCPF_WS_OK)) {
+            r.opts.has_wscale = true;
+            r.opts.wscale = c->rcv_wscale;
+        }
+        r.opts.sack_ok = active_syn || (c->flags & TCPF_SACK_OK);
+        r.opts.has_ts = active_syn || (c->flags & TCPF_TS_OK);
+        uint32_t space = tcp_rcv_space(c);
+        r.window = (uint16_t)SLIP_MIN(space, 65535u);
+        c->rcv_adv = c->rcv_nxt + r.window;
+    } else if (!(flags & WIRE_TCP_RST) || (flags & WIRE_TCP_ACK)) {
+        r.opts.has_ts = (c->flags & TCPF_TS_OK) != 0;
+        r.window = (flags & WIRE_TCP_RST) ? 0 : select_window(c);
+    }
+    if (r.opts.has_ts) {
+        r.opts.tsval = tsval_cookie ? *tsval_cookie : tcp_ts_now(env->now) + c->ts_offset;
+        r.opts.tsecr = c->ts_recent;
+    }
+    /* RFC 2018 §4: report what we hold out of order, as long as the options fit beside data. */
+    if (!syn && !(flags & WIRE_TCP_RST) && (c->flags & TCPF_SACK_OK) && c->nrsack) {
+        uint32_t optroom = c->mss > len ? c->mss - len : 0;
+        uint32_t used = r.opts.has_ts ? 12 : 0;
+        uint32_t n = optroom > used + 4 ? (optroom - used - 4) / 8 : 0;
+        r.opts.nsack = (uint8_t)SLIP_MIN(n, (uint32_t)c->nrsack);
+        for (unsigned k = 0; k < r.opts.nsack; k++) {
+            r.opts.sack[k].left = c->rsack[k].start;
+            r.opts.sack[k].right = c->rsack[k].end;
+        }
+    }
+    size_t hl = wire_tcp__emit(&r, buf);
+    if (hl + len > sizeof(buf))
+        return -EMSGSIZE;
+    if (len)
+        sndq_copy(env->pool, c, seq - c->snd_q_seq, buf + hl, len);
+    wire_tcp__set_csum(buf, hl + len, c->laddr, c->raddr);
+    struct ip_tx tx = { .src = c->laddr, .dst = c->raddr, .proto = WIRE_IPPROTO_TCP, .ttl = IP_DEFAULT_TTL,
+                        .df = true };
+    struct iovec iov = { buf, hl + len };
+    rc = ip_output__send(env, &rt, &tx, &iov, 1);
+    if (rc == -EMSGSIZE) {
+        /* The path MTU dropped below our MSS: shrink and let the caller retry. */
+        uint16_t m = tcp_conn__route_mss(env, c);
+        if (m < c->mss) {
+            c->mss = m;
+            sh->c.pmtu_reductions++;
+        }
+        return rc;
+    }
+    if (rc < 0) {
+        if (rc == -ENOBUFS) {
+            sh->c.no_frame++;
+            c->st.no_frame++;
+        }
+        return rc;
+    }
+    sh->c.segs_out++;
+    c->st.segs_out++;
+    if (flags & WIRE_TCP_ACK) {
+        c->last_ack_sent = c->rcv_nxt;
+        c->rcv_unacked = 0;
+        c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);
+        tcp_timer__stop(c, TT_DELACK);
+    }
+    return 0;
+}
+
+int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq,
+                        uint32_t len, uint8_t flags)
+{
+    int rc = xmit(env, sh, c, seq, len, flags, NULL);
+    if (rc == 0 && seq_lt(seq, c->snd_max) && (len || (flags & (WIRE_TCP_SYN | WIRE_TCP_FIN)))) {
+        sh->c.retransmits++;
+        c->st.retransmits++;
+        c->st.retrans_bytes += len;
+        /* Karn: a retransmitted segment's ACK is ambiguous; stop timing it. */
+        if ((c->flags & TCPF_RTT_TIMING) && seq_leq(seq, c->rt_seq) && seq_lt(c->rt_seq, seq + len + 1))
+            c->flags &= ~TCPF_RTT_TIMING;
+    }
+    return rc;
+}
+
+int tcp_output__ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    /* SND.MAX, not SND.NXT: after a timeout pulled SND.NXT back, the peer may already hold
+     * data beyond it and would find an ACK at SND.NXT out of window (FreeBSD does the same). */
+    return xmit(env, sh, c, c->snd_max, 0, WIRE_TCP_ACK, NULL);
+}
+
+int tcp_output__rst(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    int rc = xmit(env, sh, c, c->snd_max, 0, WIRE_TCP_RST | WIRE_TCP_ACK, NULL);
+    if (rc == 0)
+        sh->c.rst_out++;
+    return rc;
+}
+
+int tcp_output__probe(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    return xmit(env, sh, c, c->snd_una - 1, 0, WIRE_TCP_ACK, NULL);
+}
+
+void tcp_output__challenge_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    /* RFC 5961 §7: bound the challenge ACKs we send, so they cannot be used as an amplifier or
+     * a side channel; the limit is per second for the whole stack (as Linux's sysctl). */
+    if (env->now - sh->challenge_window >= SLIP_SEC) {
+        sh->challenge_window = env->now;
+        sh->challenge_count = 0;
+    }
+    if (sh->challenge_count >= TCP_CHALLENGE_ACK_LIMIT) {
+        sh->c.challenge_ack_limited++;
+        return;
+    }
+    sh->challenge_count++;
+    sh->c.challenge_acks++;
+    c->st.challenge_acks++;
+    tcp_output__ack(env, sh, c);
+}
+
+void tcp_output__rst_reply(struct ip_env *env, struct tcp_shared *sh, const struct tcp_seg *s)
+{
+    /* RFC 9293 §3.10.7.1: never answer a RST; with ACK, <SEQ=SEG.ACK><CTL=RST>; without,
+     * <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>. */
+    if (s->flags & WIRE_TCP_RST)
+        return;
+    struct tcp_conn tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.laddr = s->daddr;
+    tmp.raddr = s->saddr;
+    tmp.lport = s->th.dport;
+    tmp.rport = s->th.sport;
+    tmp.mss = TCP_MSS_DEFAULT;
+    int rc;
+    if (s->flags & WIRE_TCP_ACK) {
+        rc = xmit(env, sh, &tmp, s->ack, 0, WIRE_TCP_RST, NULL);
+    } else {
+        tmp.rcv_nxt = s->seq + tcp_seg_len(s);
+        rc = xmit(env, sh, &tmp, 0, 0, WIRE_TCP_RST | WIRE_TCP_ACK, NULL);
+    }
+    if (rc == 0)
+        sh->c.rst_out++;
+}
+
+void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const struct tcp_conn *l,
+                               const struct tcp_seg *s, uint32_t iss, uint16_t mss, uint32_t tsval)
+{
+    struct tcp_conn tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.laddr = s->daddr;
+    tmp.raddr = s->saddr;
+    tmp.lport = s->th.dport;
+    tmp.rport = s->th.sport;
+    tmp.rcvbuf = l->rcvbuf;
+    tmp.user_mss = l->user_mss;
+    tmp.mss = mss;
+    tmp.rcv_nxt = s->seq + 1;
+    tmp.rcv_mss = TCP_MSS_DEFAULT;
+    const struct wire_tcp_opts *o = &s->th.opts;
+    if (o->has_wscale) {
+        tmp.flags |= TCPF_WS_OK;
+        tmp.rcv_wscale = tcp_conn__wscale(l->rcvbuf);
+    }
+    if (o->has_ts) {
+        tmp.flags |= TCPF_TS_OK;
+        tmp.ts_recent = o->tsval;
+        if (o->sack_ok)
+            tmp.flags |= TCPF_SACK_OK;
+    }
+    if (xmit(env, sh, &tmp, iss, 0, WIRE_TCP_SYN | WIRE_TCP_ACK, o->has_ts ? &tsval : NULL) == 0)
+        sh->c.syncookies_sent++;
+}
+
+uint32_t tcp_flight(const struct tcp_conn *c)
+{
+    if ((c->flags & TCPF_SACK_OK) && (c->flags & TCPF_RECOVERY))
+        return tcp_sack__pipe(c);
+    return c->snd_max - c->snd_una;
+}
+
+static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
+{
+    if (c->flags & TCPF_RTT_TIMING)
+        return;
+    c->flags |= TCPF_RTT_TIMING;
+    c->rt_seq = seq;
+    c->rt_time = env->now;
+}
+
+/* Sender-side decision for a segment of len new bytes (RFC 9293 §3.8.6.2.1, RFC 1122 §4.2.3.4
+ * with Nagle, RFC 896): full segments go; a partial one goes when it empties the queue and
+ * neither cork nor MSG_MORE holds it and (TCP_NODELAY or no partial segment is unacknowledged:
+ * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
+static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
+{
+    if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE))) {
+        if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
+            return true;
+    }
+    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE)))
+        return true;
+    return false;
+}
+
+int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    int rc = 0;
+    if (c->state == TCPS_CLOSED || c->state == TCPS_LISTEN || c->state == TCPS_TIME_WAIT) {
+        if (c->state == TCPS_TIME_WAIT && (c->flags & TCPF_ACK_NOW))
+            tcp_output__ack(env, sh, c);
+        return 0;
+    }
+    /* Our SYN (or SYN-ACK) first; nothing else until it is acknowledged. */
+    if (c->snd_una == c->iss && (c->state == TCPS_SYN_SENT || c->state == TCPS_SYN_RECEIVED)) {
+        if (c->snd_nxt == c->iss) {
+            uint8_t f = WIRE_TCP_SYN | (c->state == TCPS_SYN_RECEIVED ? WIRE_TCP_ACK : 0);
+            rc = tcp_output__segment(env, sh, c, c->iss, 0, f);
+            if (rc == 0) {
+                if (c->snd_max == c->iss)
+                    start_rtt(env, c, c->iss);
+                c->snd_nxt = c->iss + 1;
+                c->snd_max = seq_max(c->snd_max, c->snd_nxt);
+            }
+            if (!tcp_timer__armed(c, TT_REXMT))
+                tcp_timer__rexmt_restart(env, sh, c);
+        } else if (c->flags & TCPF_ACK_NOW) {
+            tcp_output__ack(env, sh, c);
+        }
+        return rc;
+    }
+
+    uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+    uint32_t fin_seq = data_end;
+    bool fin_wanted = (c->flags & TCPF_FIN_QUEUED) != 0;
+    uint32_t dmss = tcp_output__data_mss(c);
+    bool sent = false;
+
+    for (int guard = 0; guard < 4096; guard++) {
+        uint32_t seq, len;
+        bool rexmit = false;
+        uint8_t flags = WIRE_TCP_ACK;
+
+        if ((c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK)) {
+            /* RFC 6675 §5 step (C): while pipe leaves room in cwnd, NextSeg. */
+            if (tcp_sack__pipe(c) + dmss > c->cwnd)
+                break;
+            if (!tcp_sack__next_seg(c, &seq, &len, &rexmit))
+                break;
+            len = SLIP_MIN(len, dmss);
+            if (!rexmit) {
+                uint32_t wend = c->snd_una + c->snd_wnd;
+                if (seq_geq(seq, wend))
+                    break;
+                len = SLIP_MIN(len, wend - seq);
+                if (len < dmss && !may_send_partial(c, len, data_end - seq))
+                    break;
+            }
+            if (seq_geq(seq + len, data_end) && fin_wanted && seq_leq(seq, fin_seq) &&
+                (!rexmit || seq_leq(fin_seq, c->snd_max)))
+                flags |= WIRE_TCP_FIN;
+            if (len == 0 && !(flags & WIRE_TCP_FIN))
+                break;
+        } else {
+            uint32_t wnd = SLIP_MIN(c->snd_wnd, c->cwnd);
+            uint32_t inflight = c->snd_nxt - c->snd_una;
+            uint32_t usable = wnd > inflight ? wnd - inflight : 0;
+            seq = c->snd_nxt;
+            uint32_t left = seq_lt(seq, data_end) ? data_end - seq : 0;
+            len = SLIP_MIN(SLIP_MIN(left, usable), dmss);
+            rexmit = seq_lt(seq, c->snd_max);
+            /* The FIN rides on the segment that carries the last byte (or alone). */
+            bool fin_now = fin_wanted && len == left && seq + len == fin_seq;
+            if (len == 0 && !fin_now)
+                break;
+            if (len > 0 && len < dmss && !rexmit && !fin_now && !may_send_partial(c, len, left))
+                break;
+            /* A FIN alone needs no window; data with it respects what was computed above. */
+            if (fin_now)
+                flags |= WIRE_TCP_FIN;
+        }
+        if (len && seq + len == data_end)
+            flags |= WIRE_TCP_PSH;
+        rc = tcp_output__segment(env, sh, c, seq, len, flags);
+        if (rc < 0)
+            break;
+        sent = true;
+        uint32_t end = seq + len + ((flags & WIRE_TCP_FIN) ? 1 : 0);
+        if (flags & WIRE_TCP_FIN)
+            c->flags |= TCPF_FIN_SENT;
+        if (rexmit && (c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK)) {
+            c->high_rxt = seq_max(c->high_rxt, end);
+        } else {
+            if (seq_geq(seq, c->snd_max) && len)
+                start_rtt(env, c, seq);
+            if ((c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK))
+                c->high_rxt = seq_max(c->high_rxt, end);
+            if (seq_gt(end, c->snd_nxt))
+                c->snd_nxt = end;
+        }
+        if (len && len < dmss && seq_gt(seq + len, c->snd_sml))
+            c->snd_sml = seq + len;
+        if (seq_gt(end, c->snd_max)) {
+            c->snd_max = end;
+            c->st.bytes_out += len;
+        }
+        if (!tcp_timer__armed(c, TT_REXMT))
+            tcp_timer__rexmt_restart(env, sh, c);
+        tcp_timer__stop(c, TT_PERSIST);
+        if (flags & WIRE_TCP_FIN)
+            break;
+    }
+    if (rc == -ENOBUFS || rc == -EMSGSIZE) {
+        /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
+        if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)
+            tcp_timer__set(sh, c, TT_REXMT, env->now + (rc == -EMSGSIZE ? SLIP_MSEC : TCP_RTO_MIN));
+    }
+    /* RFC 9293 §3.8.6.1: data waiting, a window too small to use (zero, or below what sender
+     * SWS avoidance lets out) and nothing in flight to elicit an ACK: the persist timer probes,
+     * or after it sends what fits (the SWS override timeout of §3.8.6.2.1). */
+    if (seq_lt(c->snd_nxt, data_end) && c->snd_max == c->snd_una && !tcp_timer__armed(c, TT_REXMT) &&
+        !tcp_timer__armed(c, TT_PERSIST) && c->snd_wnd < SLIP_MIN(dmss, data_end - c->snd_nxt)) {
+        c->persist_shift = 0;
+        tcp_timer__set(sh, c, TT_PERSIST, env->now + tcp_rto(c));
+    }
+    if (!sent && (c->flags & TCPF_ACK_NOW)) {
+        int arc = tcp_output__ack(env, sh, c);
+        if (arc == -ENOBUFS) {
+            /* Still owed: the delayed-ACK timer tries again. */
+            c->flags |= TCPF_ACK_PENDING;
+            tcp_timer__set(sh, c, TT_DELACK, env->now + TCP_DELACK_TIME);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,203 @@
+/* Selective acknowledgments. Receiver side (RFC 2018 §4): the blocks we report, the one holding
+ * the latest out-of-order segment first. Sender side (RFC 6675): a scoreboard of SACKed ranges
+ * above SND.UNA, and the IsLost / pipe / NextSeg rules that drive SACK-based loss recovery. The
+ * scoreboard holds TCP_SACK_MAX disjoint, sorted blocks; when it overflows the highest block is
+ * forgotten, which only makes us retransmit more, never less. */
+#include "tcp/tcp_var.h"
+
+#define DUPTHRESH 3
+
+void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, uint32_t latest)
+{
+    struct tcp_sack_block runs[TCP_OOO_MAX_SEGS > 64 ? 64 : TCP_OOO_MAX_SEGS];
+    unsigned n = 0;
+    for (slip_idx_t e = c->ooo_head; e != SLIP_NIL; e = pkt__meta(pool, e)->next) {
+        uint32_t s = pkt__meta(pool, e)->addr, end = s + pkt__meta(pool, e)->total;
+        if (n && runs[n - 1].end == s) {
+            runs[n - 1].end = end;
+            continue;
+        }
+        if (n == SLIP_ARRAY_SIZE(runs))
+            break;
+        runs[n].start = s;
+        runs[n].end = end;
+        n++;
+    }
+    /* RFC 2018 §4: the first block reports the most recently received segment; the others
+     * repeat recent blocks. We keep the previous order for the rest. */
+    struct tcp_sack_block out[WIRE_TCP_MAX_SACK];
+    unsigned k = 0;
+    for (unsigned r = 0; r < n && k == 0; r++)
+        if (seq_in(latest, runs[r].start, runs[r].end))
+            out[k++] = runs[r];
+    for (unsigned p = 0; p < c->nrsack && k < WIRE_TCP_MAX_SACK; p++) {
+        for (unsigned r = 0; r < n; r++) {
+            if (!seq_in(c->rsack[p].start, runs[r].start, runs[r].end) || (k && out[0].start == runs[r].start))
+                continue;
+            bool dup = false;
+            for (unsigned q = 0; q < k; q++)
+                dup |= out[q].start == runs[r].start;
+            if (!dup)
+                out[k++] = runs[r];
+            break;
+        }
+    }
+    for (unsigned r = 0; r < n && k < WIRE_TCP_MAX_SACK; r++) {
+        bool dup = false;
+        for (unsigned q = 0; q < k; q++)
+            dup |= out[q].start == runs[r].start;
+        if (!dup)
+            out[k++] = runs[r];
+    }
+    for (unsigned q = 0; q < k; q++)
+        c->rsack[q] = out[q];
+    c->nrsack = (uint8_t)k;
+}
+
+static void sb_insert(struct tcp_conn *c, uint32_t s, uint32_t e, uint32_t *added)
+{
+    /* Merge [s, e) with every block it touches, then insert in order. */
+    uint32_t covered = 0;
+    unsigned i = 0;
+    while (i < c->nsb) {
+        struct tcp_sack_block *b = &c->sb[i];
+        if (seq_lt(b->end, s) || seq_gt(b->start, e)) {
+            i++;
+            continue;
+        }
+        /* Overlapping or adjacent: absorb b. */
+        uint32_t os = seq_max(b->start, s), oe = seq_min(b->end, e);
+        if (seq_lt(os, oe))
+            covered += oe - os;
+        s = seq_min(s, b->start);
+        e = seq_max(e, b->end);
+        for (unsigned j = i + 1; j < c->nsb; j++)
+            c->sb[j - 1] = c->sb[j];
+        c->nsb--;
+    }
+    uint32_t total = e - s;
+    unsigned pos = 0;
+    while (pos < c->nsb && seq_lt(c->sb[pos].start, s))
+        pos++;
+    if (c->nsb == TCP_SACK_MAX) {
+        if (pos == TCP_SACK_MAX)
+            return;         /* the new block is the highest: forget it */
+        c->nsb--;           /* forget the highest */
+    }
+    for (unsigned j = c->nsb; j > pos; j--)
+        c->sb[j] = c->sb[j - 1];
+    c->sb[pos].start = s;
+    c->sb[pos].end = e;
+    c->nsb++;
+    *added += total > covered ? total - covered : 0;
+}
+
+uint32_t tcp_sack__update(struct tcp_conn *c, const struct wire_tcp_opts *o)
+{
+    uint32_t added = 0, before = tcp_sack__sacked_bytes(c);
+    for (unsigned k = 0; k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
+        uint32_t s = o->sack[k].left, e = o->sack[k].right;
+        /* RFC 2018 §5: ignore blocks that are empty, below SND.UNA (D-SACK) or beyond SND.MAX. */
+        if (!seq_lt(s, e) || seq_leq(e, c->snd_una) || seq_gt(e, c->snd_max))
+            continue;
+        if (seq_lt(s, c->snd_una))
+            s = c->snd_una;
+        sb_insert(c, s, e, &added);
+    }
+    uint32_t after = tcp_sack__sacked_bytes(c);
+    return after > before ? after - before : 0;
+}
+
+void tcp_sack__clean(struct tcp_conn *c)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < c->nsb; i++) {
+        struct tcp_sack_block b = c->sb[i];
+        if (seq_leq(b.end, c->snd_una))
+            continue;
+        if (seq_lt(b.start, c->snd_una))
+            b.start = c->snd_una;
+        c->sb[k++] = b;
+    }
+    c->nsb = (uint8_t)k;
+}
+
+uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c)
+{
+    uint32_t n = 0;
+    for (unsigned i = 0; i < c->nsb; i++)
+        n += c->sb[i].end - c->sb[i].start;
+    return n;
+}
+
+/* RFC 6675 §4 IsLost(SeqNum): DupThresh discontiguous SACKed ranges above it, or more than
+ * (DupThresh - 1) * SMSS SACKed bytes above it. */
+bool tcp_sack__is_lost(const struct tcp_conn *c, uint32_t seq)
+{
+    uint32_t bytes = 0, blocks = 0;
+    for (unsigned i = 0; i < c->nsb; i++) {
+        if (seq_leq(c->sb[i].end, seq))
+            continue;
+        uint32_t s = seq_max(c->sb[i].start, seq + 1);
+        bytes += c->sb[i].end - s;
+        blocks++;
+    }
+    return blocks >= DUPTHRESH || bytes > (DUPTHRESH - 1) * tcp_output__data_mss(c);
+}
+
+/* RFC 6675 §4 SetPipe(): over every unSACKed octet in flight, one if it is not lost, one more
+ * if it was retransmitted. Within a hole IsLost() is constant, so holes are counted whole. */
+uint32_t tcp_sack__pipe(const struct tcp_conn *c)
+{
+    uint32_t pipe = 0, pos = c->snd_una;
+    for (unsigned i = 0; i <= c->nsb; i++) {
+        uint32_t hs = pos, he = i < c->nsb ? c->sb[i].start : c->snd_max;
+        if (i < c->nsb)
+            pos = c->sb[i].end;
+        if (!seq_lt(hs, he))
+            continue;
+        if (!tcp_sack__is_lost(c, hs))
+            pipe += he - hs;
+        if (seq_gt(c->high_rxt, hs))
+            pipe += seq_min(he, c->high_rxt) - hs;
+    }
+    return pipe;
+}
+
+bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, bool *rexmit)
+{
+    uint32_t pos = c->snd_una;
+    /* Rule 1: the first unSACKed octet above HighRxt that IsLost(). */
+    for (unsigned i = 0; i < c->nsb; i++) {
+        uint32_t hs = seq_max(pos, c->high_rxt), he = c->sb[i].start;
+        pos = c->sb[i].end;
+        if (seq_lt(hs, he) && tcp_sack__is_lost(c, hs)) {
+            *seq = hs;
+            *len = he - hs;
+            *rexmit = true;
+            return true;
+        }
+    }
+    /* Rule 2: new data, if any (the caller checks the receive window). */
+    uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+    bool fin_pending = (c->flags & TCPF_FIN_QUEUED) && !(c->flags & TCPF_FIN_SENT);
+    if (seq_lt(c->snd_max, data_end) || fin_pending) {
+        *seq = c->snd_max;
+        *len = seq_lt(c->snd_max, data_end) ? data_end - c->snd_max : 0;
+        *rexmit = false;
+        return true;
+    }
+    /* Rule 3: an unSACKed octet above HighRxt with SACKed data above it. */
+    pos = c->snd_una;
+    for (unsigned i = 0; i < c->nsb; i++) {
+        uint32_t hs = seq_max(pos, c->high_rxt), he = c->sb[i].start;
+        pos = c->sb[i].end;
+        if (seq_lt(hs, he)) {
+            *seq = hs;
+            *len = he - hs;
+            *rexmit = true;
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,234 @@
+/* Timer handlers (one per kind, described in tcp_timer.h), the poll that runs them, and the RTO
+ * estimator of RFC 6298. */
+#include <errno.h>
+
+#include "tcp/tcp_var.h"
+
+void tcp_timer__set(struct tcp_shared *sh, struct tcp_conn *c, int kind, slip_time_t when)
+{
+    c->timer[kind] = when;
+    if (when < sh->next_deadline)
+        sh->next_deadline = when;
+}
+
+void tcp_timer__stop_all(struct tcp_conn *c)
+{
+    for (int k = 0; k < TT_NTIMERS; k++)
+        c->timer[k] = SLIP_TIME_NEVER;
+}
+
+/* RFC 6298 §2.2 (first sample) and §2.3 (later ones), alpha = 1/8, beta = 1/4, K = 4. The clock
+ * granularity G is 1 µs here, so max(G, K*RTTVAR) is K*RTTVAR unless that is 0. */
+void tcp_rtt__sample(struct tcp_conn *c, slip_time_t rtt)
+{
+    uint64_t r = rtt / SLIP_USEC;
+    if (r == 0)
+        r = 1;
+    if (r > UINT32_MAX / 8)
+        r = UINT32_MAX / 8;
+    if (c->srtt_us == 0) {
+        c->srtt_us = (uint32_t)r;
+        c->rttvar_us = (uint32_t)(r / 2);
+    } else {
+        uint64_t diff = c->srtt_us > r ? c->srtt_us - r : r - c->srtt_us;
+        c->rttvar_us = (uint32_t)((3ull * c->rttvar_us + diff) / 4);
+        c->srtt_us = (uint32_t)((7ull * c->srtt_us + r) / 8);
+    }
+    uint64_t var4 = 4ull * c->rttvar_us;
+    c->rto_us = (uint32_t)SLIP_MIN((uint64_t)c->srtt_us + (var4 ? var4 : 1), (uint64_t)UINT32_MAX);
+}
+
+slip_time_t tcp_rto(const struct tcp_conn *c)
+{
+    slip_time_t rto = (slip_time_t)c->rto_us * SLIP_USEC;
+    /* RFC 6298 §2.4 says 1 s minimum; we follow Linux's 200 ms (docs/COMPLIANCE-tcp.md). */
+    if (rto < TCP_RTO_MIN)
+        rto = TCP_RTO_MIN;
+    for (unsigned k = 0; k < c->rxt_shift && rto < TCP_RTO_MAX; k++)
+        rto *= 2;       /* §5.5: back off */
+    return rto > TCP_RTO_MAX ? TCP_RTO_MAX : rto;
+}
+
+void tcp_timer__rexmt_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    tcp_timer__set(sh, c, TT_REXMT, env->now + tcp_rto(c));
+}
+
+void tcp_timer__keep_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!(c->flags & TCPF_KEEPALIVE))
+        return;
+    c->keep_probes = 0;
+    tcp_timer__set(sh, c, TT_KEEP, env->now + (slip_time_t)c->keepidle * SLIP_SEC);
+}
+
+static void timeout_drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    sh->c.conn_timeouts++;
+    int e = c->soft_error ? c->soft_error : ETIMEDOUT;
+    if (TCPS_HAVERCVDSYN(c->state))
+        tcp_output__rst(env, sh, c);
+    tcp_conn__drop(env, sh, c, e);
+}
+
+static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    bool syn_state = c->state == TCPS_SYN_SENT || c->state == TCPS_SYN_RECEIVED;
+    if (c->snd_una == c->snd_max && !syn_state) {
+        /* Nothing outstanding: this was a retry after running out of frames. */
+        tcp_output(env, sh, c);
+        return;
+    }
+    unsigned limit = c->state == TCPS_SYN_SENT ? TCP_SYN_RETRIES
+                     : c->state == TCPS_SYN_RECEIVED ? TCP_SYNACK_RETRIES
+                     : (c->flags & TCPF_ORPHAN) ? TCP_ORPHAN_RETRIES : TCP_RETRIES2;
+    if (c->rxt_shift >= limit) {
+        timeout_drop(env, sh, c);
+        return;
+    }
+    c->rxt_shift++;
+    sh->c.rto_expiries++;
+    c->st.rto_expiries++;
+    c->flags &= ~TCPF_RTT_TIMING;   /* Karn */
+    if (syn_state) {
+        c->snd_nxt = c->iss;
+    } else {
+        /* RFC 5681 §3.1 eq. 4 (once per loss episode) and cwnd = loss window; RFC 6298 §5.4-5.6. */
+        const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+        if (c->rxt_shift == 1 || !(c->flags & TCPF_RECOVERY))
+            c->ssthresh = cc->ssthresh(c, env->now);
+        cc->on_rto(c);
+        c->cwnd = tcp_output__data_mss(c);
+        c->flags &= ~TCPF_RECOVERY;
+        c->snd_recover = c->snd_max;
+        c->dupacks = 0;
+        /* RFC 6675 §5.1: after an RTO the SACK information may be reneged; start over. */
+        c->nsb = 0;
+        c->high_rxt = c->snd_una;
+        c->snd_nxt = c->snd_una;
+        /* RFC 6298 §5.7: after a backed-off RTO the estimate is suspect. */
+        if (c->rxt_shift > 3) {
+            c->srtt_us = 0;
+        }
+    }
+    tcp_timer__rexmt_restart(env, sh, c);
+    tcp_output(env, sh, c);
+}
+
+static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+    if (!seq_lt(c->snd_nxt, data_end) || c->snd_max != c->snd_una) {
+        tcp_output(env, sh, c);
+        return;
+    }
+    if (c->snd_wnd > 0) {
+        /* SWS override: the window stayed too small for a full segment; send what fits. */
+        uint32_t len = SLIP_MIN(SLIP_MIN(c->snd_wnd, data_end - c->snd_nxt), tcp_output__data_mss(c));
+        if (tcp_output__segment(env, sh, c, c->snd_nxt, len, WIRE_TCP_ACK | WIRE_TCP_PSH) == 0) {
+            c->snd_nxt += len;
+            c->snd_max = seq_max(c->snd_max, c->snd_nxt);
+            c->st.bytes_out += len;
+            tcp_timer__rexmt_restart(env, sh, c);
+            c->persist_shift = 0;
+            return;
+        }
+    } else {
+        /* As Linux: a peer that answers keeps us probing forever; one that stays silent for
+         * TCP_RETRIES2 probes (TCP_ORPHAN_RETRIES once the application closed) is dropped. */
+        unsigned max = (c->flags & TCPF_ORPHAN) ? TCP_ORPHAN_RETRIES : TCP_RETRIES2;
+        if (c->probes_out >= max) {
+            timeout_drop(env, sh, c);
+            return;
+        }
+        c->probes_out++;
+        c->st.zero_window_probes++;
+        tcp_output__probe(env, sh, c);
+    }
+    if (c->persist_shift < 16)
+        c->persist_shift++;
+    slip_time_t t = tcp_rto(c);
+    for (unsigned k = 0; k < c->persist_shift && t < TCP_RTO_MAX; k++)
+        t *= 2;
+    tcp_timer__set(sh, c, TT_PERSIST, env->now + SLIP_MIN(t, (slip_time_t)TCP_RTO_MAX));
+}
+
+static void keep_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!(c->flags & TCPF_KEEPALIVE) || !TCPS_HAVEESTABLISHED(c->state) || c->state == TCPS_TIME_WAIT)
+        return;
+    slip_time_t idle = (slip_time_t)c->keepidle * SLIP_SEC;
+    slip_time_t intvl = (slip_time_t)c->keepintvl * SLIP_SEC;
+    /* As Linux: while data is outstanding the retransmission timer watches the peer. */
+    if (c->snd_max != c->snd_una || c->sndq.bytes > (c->snd_max - c->snd_q_seq)) {
+        tcp_timer__set(sh, c, TT_KEEP, env->now + idle);
+        return;
+    }
+    if (c->keep_probes == 0 && env->now < c->last_rx + idle) {
+        tcp_timer__set(sh, c, TT_KEEP, c->last_rx + idle);
+        return;
+    }
+    if (c->keep_probes && env->now < c->last_rx + idle + (slip_time_t)c->keep_probes * intvl &&
+        c->last_rx + idle > env->now) {
+        tcp_timer__set(sh, c, TT_KEEP, c->last_rx + idle);
+        return;
+    }
+    if (c->keep_probes >= c->keepcnt) {
+        sh->c.keepalive_drops++;
+        timeout_drop(env, sh, c);
+        return;
+    }
+    c->keep_probes++;
+    c->st.keepalive_probes++;
+    tcp_output__probe(env, sh, c);
+    tcp_timer__set(sh, c, TT_KEEP, env->now + intvl);
+}
+
+static void twomsl_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (c->state == TCPS_TIME_WAIT || c->state == TCPS_FIN_WAIT_2)
+        tcp_conn__drop(env, sh, c, 0);
+}
+
+static void delack_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (c->flags & TCPF_ACK_PENDING) {
+        c->flags |= TCPF_ACK_NOW;
+        tcp_output(env, sh, c);
+    }
+}
+
+typedef void (*timer_fn)(struct ip_env *, struct tcp_shared *, struct tcp_conn *);
+static const timer_fn handlers[TT_NTIMERS] = {
+    [TT_REXMT] = rexmt_expired,
+    [TT_PERSIST] = persist_expired,
+    [TT_KEEP] = keep_expired,
+    [TT_2MSL] = twomsl_expired,
+    [TT_DELACK] = delack_expired,
+};
+
+slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh)
+{
+    if (env->now < sh->next_deadline)
+        return sh->next_deadline;
+    slip_time_t next = SLIP_TIME_NEVER;
+    sh->next_deadline = SLIP_TIME_NEVER;
+    for (uint32_t i = 0; i < sh->high_water; i++) {
+        struct tcp_conn *c = &sh->conns[i];
+        if (c->rcvbuf == 0)
+            continue;
+        for (int k = 0; k < TT_NTIMERS && c->rcvbuf; k++) {
+            if (c->timer[k] <= env->now) {
+                c->timer[k] = SLIP_TIME_NEVER;
+                handlers[k](env, sh, c);
+            }
+        }
+        if (c->rcvbuf == 0)
+            continue;
+        for (int k = 0; k < TT_NTIMERS; k++)
+            next = SLIP_MIN(next, c->timer[k]);
+    }
+    next = SLIP_MIN(next, sh->next_deadline);
+    sh->next_deadline = next;
+    return next;
+}

@@ -1,0 +1,149 @@
+/* Private interfaces between the TCP files (FreeBSD's tcp_var.h): the per-segment context,
+ * state changes, timers, output primitives, reassembly, SACK, ISN and SYN cookies. */
+#ifndef SLIP_TCP_VAR_H
+#define SLIP_TCP_VAR_H
+
+#include "tcp/tcp.h"
+#include "tcp/tcp_seq.h"
+#include "wire/tcp.h"
+
+/* One received segment while it is processed: passed by pointer, never kept in a global. */
+struct tcp_seg {
+    struct wire_tcp_repr th;
+    be32 saddr, daddr;          /* as received: saddr is the peer */
+    uint32_t seq, ack;
+    uint32_t len;               /* payload bytes (SYN and FIN not counted) */
+    slip_idx_t pkt;             /* payload chain (header trimmed), SLIP_NIL when none/consumed */
+    uint8_t flags;
+};
+
+/* Options we put in a segment: the MSS of a SYN and how many SACK blocks fit. */
+static inline uint32_t tcp_seg_len(const struct tcp_seg *s)
+{
+    return s->len + !!(s->flags & WIRE_TCP_SYN) + !!(s->flags & WIRE_TCP_FIN);
+}
+
+/* tcp_conn.c */
+void tcp_set_state(struct tcp_shared *sh, struct tcp_conn *c, int state);
+int tcp_conn__alloc(struct tcp_shared *sh);
+void tcp_conn__free(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_conn__hash(struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_conn__unhash(struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_conn__wake(struct tcp_shared *sh, struct tcp_conn *c);
+/* Connection reached CLOSED (reset, timeout, last ACK): report err (positive errno or 0), drop
+ * buffers and timers, free it when nobody holds it. */
+void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, int err);
+/* Initial values for a fresh connection (buffers, options inherited from a listener). */
+void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c);
+/* Our window scale for a receive buffer (RFC 7323 §2.2); a listener's children and SYN cookies
+ * must agree on it. */
+uint8_t tcp_conn__wscale(uint32_t rcvbuf);
+/* A SYN on listener l: a child in SYN_RECEIVED with ISS iss; its index or -EMFILE. */
+int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, be32 laddr, be32 raddr,
+                    uint16_t rport, uint32_t iss);
+/* A child finished its handshake: onto the listener's accept queue; -ENOSPC when it is full. */
+int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c);
+/* Send MSS from the route towards raddr (MTU minus 40, bounded by the frame size and TCP_MAXSEG). */
+uint16_t tcp_conn__route_mss(struct ip_env *env, const struct tcp_conn *c);
+static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct tcp_conn *c)
+{
+    return (slip_idx_t)(c - sh->conns);
+}
+/* Receive window we can offer now (bytes), before SWS rounding. */
+uint32_t tcp_rcv_space(const struct tcp_conn *c);
+void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c);
+
+/* tcp_timer.c */
+void tcp_timer__set(struct tcp_shared *sh, struct tcp_conn *c, int kind, slip_time_t when);
+static inline void tcp_timer__stop(struct tcp_conn *c, int kind) { c->timer[kind] = SLIP_TIME_NEVER; }
+static inline bool tcp_timer__armed(const struct tcp_conn *c, int kind) { return c->timer[kind] != SLIP_TIME_NEVER; }
+void tcp_timer__stop_all(struct tcp_conn *c);
+/* RFC 6298 §2.2/2.3: one RTT sample in nanoseconds. */
+void tcp_rtt__sample(struct tcp_conn *c, slip_time_t rtt);
+/* Current RTO with backoff, clamped to [TCP_RTO_MIN, TCP_RTO_MAX]. */
+slip_time_t tcp_rto(const struct tcp_conn *c);
+/* Arms TT_REXMT for now + RTO (restart on new ACK, RFC 6298 §5.3). */
+void tcp_timer__rexmt_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_timer__keep_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+
+/* tcp_output.c */
+/* Sends what the state, windows, Nagle/cork and recovery allow, and an owed ACK. */
+int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* Sends one segment of the connection now: [seq, seq+len) of the send queue with flags. */
+int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq,
+                        uint32_t len, uint8_t flags);
+int tcp_output__ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+int tcp_output__rst(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* Challenge ACK (RFC 5961 §3.2, §4.2, §5.2), rate limited per tcp_shared (§7). */
+void tcp_output__challenge_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* RST for a segment that has no connection (RFC 9293 §3.10.7.1). */
+void tcp_output__rst_reply(struct ip_env *env, struct tcp_shared *sh, const struct tcp_seg *s);
+/* Zero-window / keepalive probe: ACK with SEG.SEQ = SND.UNA - 1. */
+int tcp_output__probe(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* A SYN-ACK carrying a SYN cookie for a segment on a listener (no state kept). */
+void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const struct tcp_conn *l,
+                               const struct tcp_seg *s, uint32_t iss, uint16_t mss, uint32_t tsval);
+/* Timestamp clock (RFC 7323 §5.4): milliseconds, plus the connection's offset. */
+static inline uint32_t tcp_ts_now(slip_time_t now) { return (uint32_t)(now / SLIP_MSEC); }
+/* Bytes in flight not counting SACKed ones (RFC 6675 pipe when SACK is on). */
+uint32_t tcp_flight(const struct tcp_conn *c);
+/* Usable send MSS for data segments, options subtracted. */
+uint32_t tcp_output__data_mss(const struct tcp_conn *c);
+
+/* tcp_reass.c */
+/* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. */
+void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len);
+/* Moves segments that became in order to rcvq; returns bytes moved (rcv_nxt advanced). */
+uint32_t tcp_reass__pull(struct ip_env *env, struct tcp_conn *c);
+void tcp_reass__purge(struct pkt_pool *pool, struct tcp_conn *c);
+/* Appends an in-order payload chain (len bytes) to rcvq, coalescing small ones into the tail. */
+void tcp_rcvq__append(struct pkt_pool *pool, struct tcp_conn *c, slip_idx_t pkt, uint32_t len);
+/* Drops the first n bytes of a payload chain; returns the new head (SLIP_NIL if empty). */
+slip_idx_t tcp_pkt__trim_front(struct pkt_pool *pool, slip_idx_t pkt, uint32_t n, uint32_t *freed);
+/* Keeps the first n bytes of a payload chain (n > 0); returns buffers freed. */
+uint32_t tcp_pkt__trim_back(struct pkt_pool *pool, slip_idx_t pkt, uint32_t n);
+/* Buffers in a chain. */
+uint32_t tcp_pkt__nbufs(const struct pkt_pool *pool, slip_idx_t pkt);
+/* Frames a connection may hold for received data (in order and out of order). */
+static inline uint32_t tcp_rcv_frames_max(const struct tcp_conn *c) { return c->rcvbuf / 512 + 64; }
+
+/* tcp_sack.c */
+/* Receiver: records a newly received out-of-order block for the SACK option (RFC 2018 §4). */
+void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, uint32_t latest);
+/* Sender: merges the blocks of an arriving ACK into the scoreboard; returns bytes newly SACKed. */
+uint32_t tcp_sack__update(struct tcp_conn *c, const struct wire_tcp_opts *o);
+/* Forgets everything below SND.UNA. */
+void tcp_sack__clean(struct tcp_conn *c);
+bool tcp_sack__is_lost(const struct tcp_conn *c, uint32_t seq);
+uint32_t tcp_sack__pipe(const struct tcp_conn *c);
+/* RFC 6675 §4 NextSeg(): sets seq and len of the next segment to send; false when none. */
+bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, bool *rexmit);
+uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c);
+
+/* tcp_isn.c */
+uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len);
+/* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey). */
+uint32_t tcp_isn(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport,
+                 slip_time_t now);
+/* RFC 7323 §5.4: per-connection random offset of TSval. */
+uint32_t tcp_ts_offset(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+
+/* tcp_syncookie.c */
+struct tcp_cookie_opts {
+    uint16_t mss;
+    bool sack_ok, ts_ok, ws_ok;
+    uint8_t wscale;
+};
+/* The ISN of a SYN-ACK that encodes the MSS index (and, with timestamps, the low bits of *tsval
+ * carry wscale and SACK-permitted as Linux does). */
+uint32_t tcp_syncookie__make(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
+                             uint16_t rport, uint32_t peer_seq, slip_time_t now,
+                             const struct tcp_cookie_opts *o, uint32_t *tsval);
+/* Checks the ACK that completes a cookie handshake (ack - 1 is the cookie). 0 with *o filled,
+ * or -EINVAL. tsecr is the echoed timestamp (0 / has_ts false without). */
+int tcp_syncookie__check(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport,
+                         uint32_t peer_seq, uint32_t cookie, slip_time_t now, bool has_ts, uint32_t tsecr,
+                         struct tcp_cookie_opts *o);
+extern const uint16_t tcp_syncookie_mss[4];
+
+#endif
