@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,13 +22,15 @@
 #include "stack/arena.h"
 #include "stack/fault.h"
 #include "stack/lock.h"
+#include "tcp/tcp.h"
+#include "tcp/tcp_fsm.h"
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
 #define SLIP_SHM_VERSION 1
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
-#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_tcp_unhandled) X(rx_other_proto)
+#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
 
 struct stack_counters {
 #define STACK_COUNTER_FIELD(n) uint64_t n;
@@ -43,7 +46,7 @@ struct slip_shm {
     uint32_t frame_size;
     uint32_t headroom;
     struct slip_lock lock;
-    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp;
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp, off_tcp;
     struct stack_counters c;
 };
 
@@ -73,7 +76,24 @@ struct slip_stack {
     slip_time_t ctl_next;
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     int kfd[UDP_MAX_SOCKS];     /* kernel socket reserving each UDP socket's port (process-local) */
+    struct tcp_shared *tcp;
+    struct tcp_res *tres;       /* per TCP connection, process-local */
+    unsigned tres_pending;      /* closed connections whose resources wait for the engine */
 };
+
+/* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
+ * claim in the XDP program. Released when the engine is done with the connection (after
+ * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
+ * 4-tuple to someone else while segments of it are still in flight. */
+struct tcp_res {
+    int kfd;
+    uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
+    uint8_t pending;            /* closed by the application, waiting for the engine */
+    be32 laddr, raddr;
+    uint16_t lport, rport;
+};
+
+#define SLIP_TCP_MAX_CONNS 4096
 
 static slip_time_t now_ns(void)
 {
@@ -199,11 +219,12 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
 
     /* Frames: every fill and TX ring full at once, plus as many again for socket queues,
      * reassembly and frames waiting for a neighbour. */
-    uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size;
+    uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size + 8192;
     size_t umem_bytes = (size_t)nframes * cfg->frame_size;
     size_t total = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
                    (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
-                   sizeof(struct ip_shared) + sizeof(struct udp_shared) + 8 * SLIP_CACHELINE;
+                   sizeof(struct ip_shared) + sizeof(struct udp_shared) +
+                   tcp_shared__bytes(SLIP_TCP_MAX_CONNS) + 8 * SLIP_CACHELINE;
     rc = slip_arena__create(&s->arena, "slipstream-stack", total);
     if (rc < 0) {
         snprintf(err, errlen, "cannot create the stack's shared memory (%zu MiB): %s", total >> 20, strerror(-rc));
@@ -217,7 +238,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
     int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
     int64_t o_udp = slip_arena__carve(a, sizeof(struct udp_shared), SLIP_CACHELINE);
-    if (o_udp < 0) {
+    int64_t o_tcp = slip_arena__carve(a, tcp_shared__bytes(SLIP_TCP_MAX_CONNS), SLIP_CACHELINE);
+    if (o_udp < 0 || o_tcp < 0) {
         snprintf(err, errlen, "internal error: arena layout does not fit");
         rc = -ENOMEM;
         goto fail;
@@ -233,6 +255,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_ctl = (uint64_t)o_ctl;
     s->shm->off_ip = (uint64_t)o_ip;
     s->shm->off_udp = (uint64_t)o_udp;
+    s->shm->off_tcp = (uint64_t)o_tcp;
     slip_lock__init(&s->shm->lock);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
@@ -246,6 +269,22 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
     ip_shared__init(s->ip, nframes / 8);
     udp_shared__init(s->udp);
+    s->tcp = slip_arena__ptr(a, (uint64_t)o_tcp);
+    uint8_t key[32];
+    if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
+        rc = -errno;
+        snprintf(err, errlen, "getrandom: %s", strerror(errno));
+        goto fail;
+    }
+    tcp_shared__init(s->tcp, SLIP_TCP_MAX_CONNS, key);
+    s->tres = calloc(SLIP_TCP_MAX_CONNS, sizeof(*s->tres));
+    if (!s->tres) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
+        s->tres[i].kfd = -1;
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {
@@ -320,6 +359,14 @@ void slip_stack__close(struct slip_stack *s)
     for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
         if (s->kfd[i] >= 0)
             close(s->kfd[i]);
+    if (s->tres) {
+        for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
+            if (s->tres[i].kfd >= 0)
+                close(s->tres[i].kfd);
+        free(s->tres);
+    }
+    if (s->tcp && s->pool.frames)
+        tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
         close(s->epfd);
     if (s->fault.nheld) {
@@ -353,15 +400,19 @@ static void rx_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
     case WIRE_IPPROTO_UDP:
         udp_input(&s->env, s->udp, &rx);
         return;
+    case WIRE_IPPROTO_TCP:
+        tcp_input(&s->env, s->tcp, &rx);
+        return;
     case WIRE_IPPROTO_ICMP: {
         struct ip_icmp_err e;
-        if (ip_icmp__input(&s->env, &rx, &e))
-            udp_icmp_error(s->udp, &e);
+        if (ip_icmp__input(&s->env, &rx, &e)) {
+            if (e.q.ip.proto == WIRE_IPPROTO_TCP)
+                tcp_icmp_error(&s->env, s->tcp, &e);
+            else
+                udp_icmp_error(s->udp, &e);
+        }
         break;
     }
-    case WIRE_IPPROTO_TCP:
-        s->shm->c.rx_tcp_unhandled++;   /* TCP arrives with issue #3 */
-        break;
     default:
         s->shm->c.rx_other_proto++;
         break;
@@ -427,6 +478,63 @@ static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t
     fault_release(s, false);
 }
 
+static void steer_tcp_key(struct steer_key *k, const struct tcp_res *r)
+{
+    memset(k, 0, sizeof(*k));
+    k->proto = IPPROTO_TCP;
+    k->laddr = r->laddr;
+    k->lport = hton16(r->lport);
+    if (r->key == 2) {
+        k->raddr = r->raddr;
+        k->rport = hton16(r->rport);
+    }
+}
+
+/* Lock held. */
+static int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
+{
+    struct steer_key k;
+    struct steer_val v = { .stack_id = (uint32_t)getpid() };
+    int rc = 0;
+    steer_tcp_key(&k, r);
+    for (unsigned i = 0; i < s->nifs && rc == 0; i++)
+        rc = steer__add(s->ifs[i].steer, &k, &v);
+    return rc;
+}
+
+/* Lock held. */
+static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
+{
+    if (r->key) {
+        struct steer_key k;
+        steer_tcp_key(&k, r);
+        for (unsigned i = 0; i < s->nifs; i++)
+            steer__del(s->ifs[i].steer, &k);
+    }
+    if (r->kfd >= 0)
+        close(r->kfd);
+    if (r->pending)
+        s->tres_pending--;
+    memset(r, 0, sizeof(*r));
+    r->kfd = -1;
+}
+
+/* True when the engine no longer holds the connection these resources belong to. */
+static bool tcp_res_done(struct slip_stack *s, unsigned i)
+{
+    const struct tcp_conn *c = &s->tcp->conns[i];
+    const struct tcp_res *r = &s->tres[i];
+    return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
+}
+
+/* Lock held. */
+static void tcp_res_reap(struct slip_stack *s)
+{
+    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS && s->tres_pending; i++)
+        if (s->tres[i].pending && tcp_res_done(s, i))
+            tcp_res_release(s, &s->tres[i]);
+}
+
 /* Lock held. */
 static slip_time_t poll_locked(struct slip_stack *s)
 {
@@ -452,7 +560,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
                 rx_frame(s, f[k].addr, f[k].len, fc->ifindex);
         }
     }
-    slip_time_t next = ip_neigh__service(&s->env);
+    slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
+    next = SLIP_MIN(next, ip_neigh__service(&s->env));
+    /* Nobody sleeps on a connection yet (the POSIX layer will): drain the wake list. */
+    while (tcp__next_wakeup(s->tcp) != SLIP_NIL)
+        s->shm->c.tcp_wakeups++;
+    if (s->tres_pending)
+        tcp_res_reap(s);
     if (s->fault.nheld) {
         fault_release(s, false);
         for (unsigned i = 0; i < s->fault.nheld; i++)
@@ -528,6 +642,10 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
 #define EMIT_UDP(n) emit(k, "udp." #n, s->udp->c.n);
     UDP_COUNTERS(EMIT_UDP)
     emit(k, "udp.sockets", s->udp->nused);
+#define EMIT_TCP(n) emit(k, "tcp." #n, s->tcp->c.n);
+    TCP_COUNTERS(EMIT_TCP)
+    emit(k, "tcp.conns", s->tcp->nused);
+    emit(k, "tcp.res_pending", s->tres_pending);
     emit(k, "pool.frames", s->pool.nframes);
     emit(k, "pool.free", s->pool.frames->count);
     emit(k, "pool.low_water", s->pool.frames->low_water);
@@ -731,4 +849,281 @@ int slip_udp__close(struct slip_stack *s, int sock)
         s->kfd[sock] = -1;
     }
     return 0;
+}
+
+/* ---- TCP entry points ---- */
+
+static bool tsock_ok(struct slip_stack *s, int sock)
+{
+    return sock >= 0 && (uint32_t)sock < s->tcp->max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+}
+
+/* A kernel TCP socket bound to (addr, port): it reserves the port (port 0: an ephemeral one from
+ * ip_local_port_range) and, never listening, makes the kernel answer stray SYNs with RST. */
+static int kernel_reserve_tcp(be32 addr, uint16_t *port)
+{
+    int kfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (kfd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(kfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
+        int e = errno;
+        close(kfd);
+        return -e;
+    }
+    *port = ntoh16(sin.sin_port);
+    return kfd;
+}
+
+/* Lock held: a slot the engine just handed out may still carry resources of its previous,
+ * finished connection. */
+static void tcp_res_take(struct slip_stack *s, int c)
+{
+    if (s->tres[c].pending || s->tres[c].key || s->tres[c].kfd >= 0)
+        tcp_res_release(s, &s->tres[c]);
+}
+
+int slip_tcp__open(struct slip_stack *s)
+{
+    slip_lock__acquire(&s->shm->lock);
+    int c = tcp_conn__open(s->tcp);
+    if (c >= 0)
+        tcp_res_take(s, c);
+    slip_lock__release(&s->shm->lock);
+    return c;
+}
+
+int slip_tcp__listen(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    int kfd = kernel_reserve_tcp(addr, &port);
+    if (kfd < 0)
+        return kfd;
+    slip_lock__acquire(&s->shm->lock);
+    struct tcp_res *r = &s->tres[sock];
+    int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
+    if (rc == 0) {
+        r->kfd = kfd;
+        r->key = 1;
+        r->laddr = addr;
+        r->lport = port;
+        rc = tcp_res_claim(s, r);
+        if (rc < 0) {
+            tcp_res_release(s, r);
+            kfd = -1;
+        }
+    }
+    slip_lock__release(&s->shm->lock);
+    if (rc < 0 && kfd >= 0)
+        close(kfd);
+    return rc;
+}
+
+int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *rport)
+{
+    if (!tsock_ok(s, listener))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
+    if (c >= 0) {
+        tcp_res_take(s, c);
+        if (raddr)
+            *raddr = s->tcp->conns[c].raddr;
+        if (rport)
+            *rport = s->tcp->conns[c].rport;
+    }
+    slip_lock__release(&s->shm->lock);
+    return c;
+}
+
+int slip_tcp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    struct ip_route rt;
+    int rc = ip_output__route(&s->env, addr, &rt);
+    slip_lock__release(&s->shm->lock);
+    if (rc < 0)
+        return rc;
+    uint16_t lport = 0;
+    int kfd = kernel_reserve_tcp(0, &lport);
+    if (kfd < 0)
+        return kfd;
+
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    struct tcp_res *r = &s->tres[sock];
+    r->kfd = kfd;
+    r->key = 2;
+    r->laddr = rt.src;
+    r->lport = lport;
+    r->raddr = addr;
+    r->rport = port;
+    /* Claim the 4-tuple before the SYN leaves, so the SYN-ACK is steered to us. */
+    rc = tcp_res_claim(s, r);
+    if (rc == 0)
+        rc = tcp_conn__connect(&s->env, s->tcp, (slip_idx_t)sock, rt.src, lport, addr, port);
+    if (rc < 0 && rc != -EINPROGRESS)
+        tcp_res_release(s, r);
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, int more)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1, more ? TCP_SEND_MORE : 0);
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, int peek)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    ssize_t rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
+    ip_output__flush(&s->env);     /* a window update may have been sent */
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_tcp__close(struct slip_stack *s, int sock)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    struct tcp_conn *c = &s->tcp->conns[sock];
+    struct tcp_res *r = &s->tres[sock];
+    if (c->state == TCPS_LISTEN) {
+        /* Accepted children were steered by the listener's claim: give each live one its own
+         * 4-tuple claim before the listener's goes away. */
+        for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+            struct tcp_conn *ch = &s->tcp->conns[i];
+            if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
+                !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->tres[i].key)
+                continue;
+            struct tcp_res *cr = &s->tres[i];
+            cr->key = 2;
+            cr->laddr = ch->laddr;
+            cr->lport = ch->lport;
+            cr->raddr = ch->raddr;
+            cr->rport = ch->rport;
+            tcp_res_claim(s, cr);
+            if (!(ch->flags & TCPF_USER)) {
+                cr->pending = 1;
+                s->tres_pending++;
+            }
+        }
+        tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
+        tcp_res_release(s, r);
+    } else {
+        /* Remember the 4-tuple to recognise the connection until the engine frees it. */
+        if (!r->key) {
+            r->laddr = c->laddr;
+            r->lport = c->lport;
+            r->raddr = c->raddr;
+            r->rport = c->rport;
+        }
+        tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
+        if (r->key || r->kfd >= 0) {
+            r->pending = 1;
+            s->tres_pending++;
+            if (tcp_res_done(s, (unsigned)sock))
+                tcp_res_release(s, r);
+        } else {
+            memset(r, 0, sizeof(*r));
+            r->kfd = -1;
+        }
+    }
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return 0;
+}
+
+unsigned slip_tcp__poll(struct slip_stack *s, int sock)
+{
+    if (!tsock_ok(s, sock))
+        return SLIP_EV_ERR | SLIP_EV_HUP;
+    return tcp_conn__poll(s->tcp, (slip_idx_t)sock);
+}
+
+int slip_tcp__so_error(struct slip_stack *s, int sock)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    int rc = tcp_conn__so_error(s->tcp, (slip_idx_t)sock);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    env_refresh(s, now_ns());
+    int rc = tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
+    ip_output__flush(&s->env);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    *addr = s->tcp->conns[sock].laddr;
+    *port = s->tcp->conns[sock].lport;
+    return 0;
+}
+
+void slip_tcp__dump(struct slip_stack *s, FILE *f)
+{
+    static const char *const names[] = { "CLOSED", "LISTEN", "SYN_SENT", "SYN_RECEIVED", "ESTABLISHED",
+                                         "CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2",
+                                         "TIME_WAIT" };
+    slip_lock__acquire(&s->shm->lock);
+    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+        struct tcp_conn_info in;
+        if (s->tcp->conns[i].state == TCPS_CLOSED || tcp_conn__info(s->tcp, i, &in) < 0)
+            continue;
+        uint32_t la = ntoh32(in.laddr), ra = ntoh32(in.raddr);
+        fprintf(f, "tcpconn %u %s %u.%u.%u.%u:%u %u.%u.%u.%u:%u cwnd=%u ssthresh=%u srtt_us=%u rto_us=%u "
+                   "mss=%u retrans=%llu bytes_in=%llu bytes_out=%llu\n",
+                i, in.state < SLIP_ARRAY_SIZE(names) ? names[in.state] : "?",
+                la >> 24, la >> 16 & 255, la >> 8 & 255, la & 255, in.lport,
+                ra >> 24, ra >> 16 & 255, ra >> 8 & 255, ra & 255, in.rport,
+                in.cwnd, in.ssthresh, in.srtt_us, in.rto_us, in.mss,
+                (unsigned long long)in.st.retransmits, (unsigned long long)in.st.bytes_in,
+                (unsigned long long)in.st.bytes_out);
+    }
+    slip_lock__release(&s->shm->lock);
 }

@@ -65,4 +65,36 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
 ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, be32 *src, uint16_t *sport, unsigned flags);
 int slip_udp__close(struct slip_stack *s, int sock);
 
+/* TCP sockets. A listener reserves its address and port in the kernel with a bound kernel TCP
+ * socket (port 0 gets an ephemeral port); an active open reserves an ephemeral port from the
+ * kernel's ip_local_port_range the same way and claims its 4-tuple in the XDP program. The
+ * reservation and the claim last until the connection is gone (TIME_WAIT included), not just
+ * until close. Calls never block: they return -EAGAIN / -EINPROGRESS, and the caller waits with
+ * slip_stack__wait() and asks slip_tcp__poll() what is ready. */
+int slip_tcp__open(struct slip_stack *s);
+int slip_tcp__listen(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog);
+/* Returns the new connection's handle, or -EAGAIN. */
+int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *rport);
+/* -EINPROGRESS on success: writable (SLIP_EV_OUT) when established, SLIP_EV_ERR + so_error if not. */
+int slip_tcp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port);
+ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, int more);
+/* Bytes, 0 at end of stream, -EAGAIN, or the connection's error once. */
+ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, int peek);
+int slip_tcp__shutdown(struct slip_stack *s, int sock, int how);
+/* Graceful close (RST if unread data remains or linger 0 is set). */
+int slip_tcp__close(struct slip_stack *s, int sock);
+/* SLIP_EV_* readiness bits (the epoll values). */
+unsigned slip_tcp__poll(struct slip_stack *s, int sock);
+int slip_tcp__so_error(struct slip_stack *s, int sock);
+int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val);   /* enum tcp_opt */
+int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
+/* Prints one line per TCP connection (state, addresses, cwnd, srtt, retransmits ...). */
+void slip_tcp__dump(struct slip_stack *s, FILE *f);
+
+#define SLIP_EV_IN    0x001u
+#define SLIP_EV_OUT   0x004u
+#define SLIP_EV_ERR   0x008u
+#define SLIP_EV_HUP   0x010u
+#define SLIP_EV_RDHUP 0x2000u
+
 #endif
