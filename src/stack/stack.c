@@ -4,7 +4,9 @@
 #include "stack/stack.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -48,6 +50,10 @@ struct slip_shm {
     struct slip_lock lock;
     uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp, off_tcp;
     struct stack_counters c;
+    /* File descriptors (in all processes) that refer to each socket: the POSIX layer closes the
+     * stack socket when the last one goes, wherever fork() or dup() put them. */
+    uint32_t tcp_refs[4096];
+    uint32_t udp_refs[1024];
 };
 
 struct stack_iface {
@@ -74,6 +80,7 @@ struct slip_stack {
     struct ip_env env;
     int epfd;
     slip_time_t ctl_next;
+    slip_time_t next_deadline;  /* from the last poll */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     int kfd[UDP_MAX_SOCKS];     /* kernel socket reserving each UDP socket's port (process-local) */
     struct tcp_shared *tcp;
@@ -591,8 +598,63 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
 {
     slip_lock__acquire(&s->shm->lock);
     slip_time_t next = poll_locked(s);
+    s->next_deadline = next;
     slip_lock__release(&s->shm->lock);
     return next;
+}
+
+int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
+{
+    int n = 0;
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq && n < max; q++)
+            fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
+    if (n < max)
+        fds[n++] = ctl__fd(s->ctl);
+    return n;
+}
+
+int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
+{
+    slip_time_t next = s->next_deadline, now = now_ns();
+    if (next == SLIP_TIME_NEVER)
+        return timeout_ms;
+    slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
+    if (timeout_ms < 0 || (slip_time_t)timeout_ms > d)
+        return (int)d;
+    return timeout_ms;
+}
+
+bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst)
+{
+    struct ctl_nexthop nh;
+    slip_lock__acquire(&s->shm->lock);
+    bool ok = ctl_tables__route(s->ctl_t, dst, &nh) == 0 && nh.type == RTN_UNICAST;
+    slip_lock__release(&s->shm->lock);
+    if (!ok)
+        return false;
+    for (unsigned i = 0; i < s->nifs; i++)
+        if (s->ifs[i].ifindex == nh.ifindex)
+            return true;
+    return false;
+}
+
+bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)
+{
+    if (addr == 0)
+        return true;
+    bool ok = false;
+    slip_lock__acquire(&s->shm->lock);
+    for (unsigned i = 0; i < s->nifs && !ok; i++)
+        ok = ctl_tables__is_local(s->ctl_t, addr, s->ifs[i].ifindex);
+    slip_lock__release(&s->shm->lock);
+    return ok;
+}
+
+uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta)
+{
+    uint32_t *r = tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock];
+    return __atomic_add_fetch(r, (uint32_t)delta, __ATOMIC_ACQ_REL);
 }
 
 int slip_stack__wait(struct slip_stack *s, int timeout_ms)
@@ -719,18 +781,25 @@ static void steer_key(struct steer_key *k, be32 addr, uint16_t port)
 
 int slip_udp__bind(struct slip_stack *s, int sock, be32 addr, uint16_t port)
 {
+    return slip_udp__bind_kfd(s, sock, addr, port, -1);
+}
+
+int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd)
+{
     if (!sock_ok(s, sock))
         return -EBADF;
     /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
-     * gets an ephemeral port from the kernel's own range. */
-    int kfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+     * gets an ephemeral port from the kernel's own range. The application's own kernel socket
+     * does it when there is one (the POSIX layer); else we make one. */
+    int kfd = app_kfd >= 0 ? app_kfd : socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (kfd < 0)
         return -errno;
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
     socklen_t sl = sizeof(sin);
     if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
         int e = errno;
-        close(kfd);
+        if (app_kfd < 0)
+            close(kfd);
         return -e;
     }
     port = ntoh16(sin.sin_port);
@@ -752,10 +821,41 @@ int slip_udp__bind(struct slip_stack *s, int sock, be32 addr, uint16_t port)
     }
     slip_lock__release(&s->shm->lock);
     if (rc < 0) {
-        close(kfd);
+        if (app_kfd < 0)
+            close(kfd);
         return rc;
     }
-    s->kfd[sock] = kfd;
+    s->kfd[sock] = app_kfd >= 0 ? -1 : kfd;
+    return 0;
+}
+
+unsigned slip_udp__poll(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return SLIP_EV_ERR | SLIP_EV_HUP;
+    const struct udp_sock *u = &s->udp->socks[sock];
+    return SLIP_EV_OUT | (u->rcvq.count ? SLIP_EV_IN : 0) | (u->so_error ? SLIP_EV_ERR : 0);
+}
+
+int slip_udp__so_error(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    int e = s->udp->socks[sock].so_error;
+    s->udp->socks[sock].so_error = 0;
+    slip_lock__release(&s->shm->lock);
+    return e;
+}
+
+int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (!s->udp->socks[sock].connected)
+        return -ENOTCONN;
+    *addr = s->udp->socks[sock].raddr;
+    *port = s->udp->socks[sock].rport;
     return 0;
 }
 
@@ -896,11 +996,37 @@ int slip_tcp__open(struct slip_stack *s)
     return c;
 }
 
+/* The application's kernel socket reserves the port; a duplicate (placed high, close-on-exec)
+ * keeps the reservation while the connection outlives the application's close (TIME_WAIT). */
+static int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
+{
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    struct sockaddr_in cur;
+    socklen_t cl = sizeof(cur);
+    if (getsockname(app_kfd, (struct sockaddr *)&cur, &cl) < 0)
+        return -errno;
+    if (cur.sin_port == 0 && bind(app_kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+        return -errno;
+    if (getsockname(app_kfd, (struct sockaddr *)&sin, &sl) < 0)
+        return -errno;
+    *port = ntoh16(sin.sin_port);
+    int d = fcntl(app_kfd, F_DUPFD_CLOEXEC, 1000);
+    if (d < 0)
+        d = fcntl(app_kfd, F_DUPFD_CLOEXEC, 3);
+    return d < 0 ? -errno : d;
+}
+
 int slip_tcp__listen(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog)
+{
+    return slip_tcp__listen_kfd(s, sock, addr, port, backlog, -1);
+}
+
+int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog, int app_kfd)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    int kfd = kernel_reserve_tcp(addr, &port);
+    int kfd = app_kfd >= 0 ? adopt_kfd(app_kfd, addr, &port) : kernel_reserve_tcp(addr, &port);
     if (kfd < 0)
         return kfd;
     slip_lock__acquire(&s->shm->lock);
@@ -942,6 +1068,11 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
 
 int slip_tcp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
 {
+    return slip_tcp__connect_kfd(s, sock, addr, port, -1);
+}
+
+int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd)
+{
     if (!tsock_ok(s, sock))
         return -EBADF;
     slip_lock__acquire(&s->shm->lock);
@@ -952,7 +1083,7 @@ int slip_tcp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
     if (rc < 0)
         return rc;
     uint16_t lport = 0;
-    int kfd = kernel_reserve_tcp(0, &lport);
+    int kfd = app_kfd >= 0 ? adopt_kfd(app_kfd, 0, &lport) : kernel_reserve_tcp(0, &lport);
     if (kfd < 0)
         return kfd;
 
@@ -1064,6 +1195,35 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     }
     ip_output__flush(&s->env);
     slip_lock__release(&s->shm->lock);
+    return 0;
+}
+
+int slip_tcp__getopt(struct slip_stack *s, int sock, int opt, int *val)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    return tcp_conn__getopt(s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
+}
+
+int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    slip_lock__acquire(&s->shm->lock);
+    int rc = tcp_conn__info(s->tcp, (slip_idx_t)sock, out);
+    slip_lock__release(&s->shm->lock);
+    return rc;
+}
+
+int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!tsock_ok(s, sock))
+        return -EBADF;
+    uint8_t st = s->tcp->conns[sock].state;
+    if (st == TCPS_CLOSED || st == TCPS_LISTEN || st == TCPS_SYN_SENT)
+        return -ENOTCONN;
+    *addr = s->tcp->conns[sock].raddr;
+    *port = s->tcp->conns[sock].rport;
     return 0;
 }
 

@@ -47,6 +47,16 @@ slip_time_t slip_stack__poll(struct slip_stack *s);
 /* Sleeps until a port has frames, the control plane changed, the next deadline, or timeout_ms
  * (-1: no limit). Returns after polling once. */
 int slip_stack__wait(struct slip_stack *s, int timeout_ms);
+/* The fds a sleeper must watch (AF_XDP sockets, netlink), and how long it may sleep given the
+ * protocol deadline from the last poll. */
+int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max);
+int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
+/* True when traffic to dst leaves through one of the stack's interfaces (else: the kernel's). */
+bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
+/* True when addr is 0 or an address of one of the stack's interfaces. */
+bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
+/* Adds delta to the count of file descriptors (in every process) referring to a socket. */
+uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta);
 /* Prints every counter of the stack as `group.name value` lines. */
 void slip_stack__dump(struct slip_stack *s, FILE *f);
 /* Reads one counter by its `group.name` (as printed by dump); -ENOENT when unknown. */
@@ -64,6 +74,11 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
 /* flags: UDP_RECV_PEEK, UDP_RECV_TRUNC (udp/udp.h). -EAGAIN when nothing is queued. */
 ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, be32 *src, uint16_t *sport, unsigned flags);
 int slip_udp__close(struct slip_stack *s, int sock);
+/* As slip_udp__bind, with the application's own kernel socket doing the port reservation. */
+int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd);
+unsigned slip_udp__poll(struct slip_stack *s, int sock);
+int slip_udp__so_error(struct slip_stack *s, int sock);
+int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 
 /* TCP sockets. A listener reserves its address and port in the kernel with a bound kernel TCP
  * socket (port 0 gets an ephemeral port); an active open reserves an ephemeral port from the
@@ -88,6 +103,13 @@ unsigned slip_tcp__poll(struct slip_stack *s, int sock);
 int slip_tcp__so_error(struct slip_stack *s, int sock);
 int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val);   /* enum tcp_opt */
 int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
+/* With the application's own kernel socket doing the port reservation (POSIX layer). */
+int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog, int app_kfd);
+int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd);
+int slip_tcp__getopt(struct slip_stack *s, int sock, int opt, int *val);
+struct tcp_conn_info;
+int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out);
+int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 /* Prints one line per TCP connection (state, addresses, cwnd, srtt, retransmits ...). */
 void slip_tcp__dump(struct slip_stack *s, FILE *f);
 

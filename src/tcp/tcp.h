@@ -23,7 +23,7 @@
 #define TCP_RCVBUF_DEFAULT (256 * 1024)
 #define TCP_BUF_MIN        4096
 #define TCP_BUF_MAX        (6 * 1024 * 1024)
-#define TCP_MSS_DEFAULT    536             /* RFC 9293 §3.7.1 when the peer sends no MSS option */
+#define TCP_MSS_NO_OPTION    536             /* RFC 9293 §3.7.1 when the peer sends no MSS option */
 #define TCP_MSS_MIN        88              /* Linux TCP_MIN_MSS */
 #define TCP_INIT_CWND      10              /* segments, RFC 6928 (as Linux) */
 #define TCP_RTO_INIT       (1 * SLIP_SEC)  /* RFC 6298 §2.1 */
@@ -37,9 +37,9 @@
 #define TCP_QUICKACKS      16              /* Linux TCP_MAX_QUICKACKS */
 #define TCP_TIMEWAIT_LEN   (60 * SLIP_SEC) /* 2*MSL as Linux */
 #define TCP_FIN_TIMEOUT    (60 * SLIP_SEC) /* orphaned FIN_WAIT_2 */
-#define TCP_KEEPIDLE       7200            /* seconds, Linux defaults */
-#define TCP_KEEPINTVL      75
-#define TCP_KEEPCNT        9
+#define TCP_KEEPIDLE_DEFAULT       7200            /* seconds, Linux defaults */
+#define TCP_KEEPINTVL_DEFAULT      75
+#define TCP_KEEPCNT_DEFAULT        9
 #define TCP_SYNQ_MAX       256             /* bound of half-open children per listener */
 #define TCP_SACK_MAX       16              /* scoreboard blocks (sender side) */
 #define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held per connection */

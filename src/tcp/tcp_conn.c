@@ -203,12 +203,12 @@ void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c)
 {
     c->sndbuf = TCP_SNDBUF_DEFAULT;
     c->rcvbuf = TCP_RCVBUF_DEFAULT;
-    c->keepidle = TCP_KEEPIDLE;
-    c->keepintvl = TCP_KEEPINTVL;
-    c->keepcnt = TCP_KEEPCNT;
+    c->keepidle = TCP_KEEPIDLE_DEFAULT;
+    c->keepintvl = TCP_KEEPINTVL_DEFAULT;
+    c->keepcnt = TCP_KEEPCNT_DEFAULT;
     c->cc_algo = sh->default_cc;
-    c->mss = TCP_MSS_DEFAULT;
-    c->rcv_mss = TCP_MSS_DEFAULT;
+    c->mss = TCP_MSS_NO_OPTION;
+    c->rcv_mss = TCP_MSS_NO_OPTION;
     c->rto_us = (uint32_t)(TCP_RTO_INIT / SLIP_USEC);
 }
 
@@ -887,7 +887,7 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_LINGER: *val = (c->flags & TCPF_LINGER) ? c->linger : -1; return 0;
     case TCPO_RCVBUF: *val = (int)c->rcvbuf; return 0;
     case TCPO_SNDBUF: *val = (int)c->sndbuf; return 0;
-    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? c->mss : (c->user_mss ? c->user_mss : TCP_MSS_DEFAULT); return 0;
+    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? c->mss : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
     }
     return -ENOPROTOOPT;

@@ -24,12 +24,12 @@ static void apply_syn_options(struct ip_env *env, struct tcp_conn *c, const stru
 {
     const struct wire_tcp_opts *o = &s->th.opts;
     /* RFC 9293 §3.7.1: without the option assume 536; never below Linux's floor. */
-    uint32_t peer = o->has_mss ? o->mss : TCP_MSS_DEFAULT;
+    uint32_t peer = o->has_mss ? o->mss : TCP_MSS_NO_OPTION;
     if (peer < TCP_MSS_MIN)
         peer = TCP_MSS_MIN;
     c->peer_mss = (uint16_t)SLIP_MIN(peer, 65535u);
     c->mss = (uint16_t)SLIP_MIN((uint32_t)tcp_conn__route_mss(env, c), peer);
-    c->rcv_mss = (uint16_t)SLIP_MIN((uint32_t)c->mss, (uint32_t)TCP_MSS_DEFAULT);
+    c->rcv_mss = (uint16_t)SLIP_MIN((uint32_t)c->mss, (uint32_t)TCP_MSS_NO_OPTION);
     /* RFC 7323 §2.2: scaling only when both SYNs carry the option; §2.3: shift above 14 is 14. */
     if (o->has_wscale) {
         c->flags |= TCPF_WS_OK;
@@ -416,7 +416,7 @@ static void input_listen(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         tmp.raddr = s->saddr;
         tmp.user_mss = l->user_mss;
         struct tcp_cookie_opts co = {
-            .mss = (uint16_t)SLIP_MIN(o->has_mss ? o->mss : TCP_MSS_DEFAULT, tcp_conn__route_mss(env, &tmp)),
+            .mss = (uint16_t)SLIP_MIN(o->has_mss ? o->mss : TCP_MSS_NO_OPTION, tcp_conn__route_mss(env, &tmp)),
             .sack_ok = o->sack_ok, .ts_ok = o->has_ts, .ws_ok = o->has_wscale,
             .wscale = (uint8_t)SLIP_MIN(o->wscale, 14),
         };

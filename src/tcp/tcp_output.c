@@ -218,7 +218,7 @@ void tcp_output__rst_reply(struct ip_env *env, struct tcp_shared *sh, const stru
     tmp.raddr = s->saddr;
     tmp.lport = s->th.dport;
     tmp.rport = s->th.sport;
-    tmp.mss = TCP_MSS_DEFAULT;
+    tmp.mss = TCP_MSS_NO_OPTION;
     int rc;
     if (s->flags & WIRE_TCP_ACK) {
         rc = xmit(env, sh, &tmp, s->ack, 0, WIRE_TCP_RST, NULL);
@@ -243,7 +243,7 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
     tmp.user_mss = l->user_mss;
     tmp.mss = mss;
     tmp.rcv_nxt = s->seq + 1;
-    tmp.rcv_mss = TCP_MSS_DEFAULT;
+    tmp.rcv_mss = TCP_MSS_NO_OPTION;
     const struct wire_tcp_opts *o = &s->th.opts;
     if (o->has_wscale) {
         tmp.flags |= TCPF_WS_OK;

@@ -15,7 +15,7 @@
  *            TCP_RETRIES2 unanswered probes (TCP_ORPHAN_RETRIES after close()). When the window
  *            is open but smaller than sender SWS avoidance accepts, the expiry sends what fits
  *            instead (the override timeout of RFC 9293 §3.8.6.2.1).
- * TT_KEEP    Keepalive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6) with TCP_KEEPIDLE/INTVL/CNT
+ * TT_KEEP    Keepalive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6) with TCP_KEEPIDLE_DEFAULT/INTVL/CNT
  *            semantics: after KEEPIDLE of silence a probe, then one every KEEPINTVL; KEEPCNT
  *            unanswered probes drop the connection with ETIMEDOUT.
  * TT_2MSL    TIME_WAIT lasts 2*MSL (TCP_TIMEWAIT_LEN, 60 s as Linux), then the slot is freed.

@@ -11,6 +11,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+    { "run",    cmd_run,    "run a program on the stack: run [--iface IF]... [--profile P] [--strict] -- CMD" },
+    { "config", cmd_config, "config --doc: every SLIP_* variable with its default" },
     { "doctor", cmd_doctor, "check privileges, kernel features and an interface; say what to fix" },
     { "bench",  cmd_bench,  "raw AF_XDP benchmarks: bench xsk --iface IF --mode rxdrop|txonly|l2fwd" },
 };

@@ -1,0 +1,66 @@
+/* The one list of intercepted calls. Each X(ret, name, params, args) generates the pointer to
+ * the real libc function (real_<name>), its lookup with dlsym(RTLD_NEXT) at init, and the
+ * prototype of our implementation (slip_<name>); the exported symbol itself is in preload.c and
+ * listed in exports.map. Variadic calls (fcntl, ioctl) are written by hand beside the list. */
+#ifndef SLIP_PRELOAD_CALLS_H
+#define SLIP_PRELOAD_CALLS_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SLIP_CALLS(X) \
+    X(int, socket, (int domain, int type, int protocol), (domain, type, protocol)) \
+    X(int, bind, (int fd, const struct sockaddr *sa, socklen_t len), (fd, sa, len)) \
+    X(int, listen, (int fd, int backlog), (fd, backlog)) \
+    X(int, accept, (int fd, struct sockaddr *sa, socklen_t *len), (fd, sa, len)) \
+    X(int, accept4, (int fd, struct sockaddr *sa, socklen_t *len, int flags), (fd, sa, len, flags)) \
+    X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len), (fd, sa, len)) \
+    X(int, shutdown, (int fd, int how), (fd, how)) \
+    X(int, close, (int fd), (fd)) \
+    X(int, getsockname, (int fd, struct sockaddr *sa, socklen_t *len), (fd, sa, len)) \
+    X(int, getpeername, (int fd, struct sockaddr *sa, socklen_t *len), (fd, sa, len)) \
+    X(int, getsockopt, (int fd, int level, int opt, void *val, socklen_t *len), (fd, level, opt, val, len)) \
+    X(int, setsockopt, (int fd, int level, int opt, const void *val, socklen_t len), (fd, level, opt, val, len)) \
+    X(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags)) \
+    X(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len), \
+      (fd, buf, n, flags, sa, len)) \
+    X(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), (fd, msg, flags)) \
+    X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags)) \
+    X(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *len), \
+      (fd, buf, n, flags, sa, len)) \
+    X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags), (fd, msg, flags)) \
+    X(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n)) \
+    X(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n)) \
+    X(ssize_t, readv, (int fd, const struct iovec *iov, int n), (fd, iov, n)) \
+    X(ssize_t, writev, (int fd, const struct iovec *iov, int n), (fd, iov, n)) \
+    X(ssize_t, sendfile, (int out, int in, off_t *off, size_t n), (out, in, off, n)) \
+    X(int, dup, (int fd), (fd)) \
+    X(int, dup2, (int fd, int fd2), (fd, fd2)) \
+    X(int, dup3, (int fd, int fd2, int flags), (fd, fd2, flags)) \
+    X(int, poll, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout)) \
+    X(int, ppoll, (struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask), \
+      (fds, n, ts, mask)) \
+    X(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv), (n, r, w, e, tv)) \
+    X(int, pselect, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask), \
+      (n, r, w, e, ts, mask)) \
+    X(int, epoll_create, (int size), (size)) \
+    X(int, epoll_create1, (int flags), (flags)) \
+    X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev), (epfd, op, fd, ev)) \
+    X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int timeout), (epfd, ev, max, timeout)) \
+    X(int, epoll_pwait, (int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask), \
+      (epfd, ev, max, timeout, mask)) \
+    X(pid_t, fork, (void), ())
+
+#define SLIP_DECLARE_REAL(ret, name, params, args) extern ret (*real_##name) params;
+SLIP_CALLS(SLIP_DECLARE_REAL)
+#undef SLIP_DECLARE_REAL
+extern int (*real_fcntl)(int fd, int cmd, ...);
+extern int (*real_ioctl)(int fd, unsigned long req, ...);
+
+#endif

@@ -1,0 +1,137 @@
+/* Init stages of the POSIX layer, in order: (1) resolve the real libc functions (dlsym
+ * RTLD_NEXT, generated from calls.h), (2) size the fd table from RLIMIT_NOFILE, (3) read the
+ * configuration, (4) in strict mode open the stack at once so a failure stops the program with
+ * one clear line; otherwise the stack opens on the first socket that can use it, and a failure
+ * prints one warning and leaves every socket to the kernel. */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "base/log.h"
+#include "preload/preload.h"
+#include "stack/stack.h"
+
+#define SLIP_DEFINE_REAL(ret, name, params, args) ret (*real_##name) params;
+SLIP_CALLS(SLIP_DEFINE_REAL)
+#undef SLIP_DEFINE_REAL
+int (*real_fcntl)(int fd, int cmd, ...);
+int (*real_ioctl)(int fd, unsigned long req, ...);
+
+struct preload_state g_pre;
+__thread int preload_depth;
+
+int set_errno(int neg)
+{
+    errno = -neg;
+    return -1;
+}
+
+static void resolve(void)
+{
+#define SLIP_RESOLVE(ret, name, params, args) real_##name = (ret (*) params)dlsym(RTLD_NEXT, #name);
+    SLIP_CALLS(SLIP_RESOLVE)
+#undef SLIP_RESOLVE
+    real_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+    real_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+}
+
+static void size_fd_table(void)
+{
+    struct rlimit rl;
+    rlim_t n = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20)
+        n = rl.rlim_cur > 1024 ? rl.rlim_cur : 1024;
+    g_pre.fds = calloc(n, sizeof(*g_pre.fds));
+    g_pre.nfds = g_pre.fds ? (int)n : 0;
+}
+
+void preload_init(void)
+{
+    if (g_pre.ready)
+        return;
+    resolve();
+    size_fd_table();
+    const char *st = getenv("SLIP_STRICT");
+    g_pre.strict = st && *st && strcmp(st, "0") != 0;
+    const char *spin = getenv("SLIP_SPIN_USEC");
+    g_pre.spin_usec = spin ? atoi(spin) : 0;
+    g_pre.ready = true;
+}
+
+__attribute__((constructor)) static void preload_ctor(void)
+{
+    preload_init();
+    if (!g_pre.strict)
+        return;
+    preload_depth++;
+    struct slip_stack *s = preload_stack();
+    preload_depth--;
+    if (!s) {
+        fprintf(stderr, "slipstream: error: strict mode: cannot accelerate, stopping (unset SLIP_STRICT to fall back to the kernel)\n");
+        _exit(1);
+    }
+}
+
+/* Default interfaces: every UP, non-loopback interface with an IPv4 address. */
+static unsigned default_ifaces(char names[][IF_NAMESIZE], unsigned max)
+{
+    struct ifaddrs *ifa, *i;
+    unsigned n = 0;
+    if (getifaddrs(&ifa) < 0)
+        return 0;
+    for (i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+            continue;
+        bool dup = false;
+        for (unsigned k = 0; k < n; k++)
+            dup |= !strcmp(names[k], i->ifa_name);
+        if (!dup)
+            snprintf(names[n++], IF_NAMESIZE, "%s", i->ifa_name);
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+struct slip_stack *preload_stack(void)
+{
+    static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
+    if (g_pre.tried)
+        return g_pre.stack;
+    g_pre.tried = true;
+
+    struct slip_config cfg;
+    char err[256] = "";
+    slip_config__defaults(&cfg);
+    const char *list = getenv("SLIP_IFACES");
+    if (list && *list) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", list);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && cfg.nifaces < SLIP_MAX_IFACES;
+             t = strtok_r(NULL, ",", &save))
+            snprintf(names[cfg.nifaces++], IF_NAMESIZE, "%s", t);
+    } else {
+        cfg.nifaces = default_ifaces(names, SLIP_MAX_IFACES);
+    }
+    for (unsigned i = 0; i < cfg.nifaces; i++)
+        cfg.ifnames[i] = names[i];
+    int rc = -ENODEV;
+    if (cfg.nifaces == 0)
+        snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
+    else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0)
+        rc = slip_stack__open(&g_pre.stack, &cfg, err, sizeof(err));
+    if (rc < 0) {
+        g_pre.stack = NULL;
+        if (g_pre.strict)
+            fprintf(stderr, "slipstream: error: %s\n", err);
+        else
+            fprintf(stderr, "slipstream: warning: not accelerated, using the kernel: %s\n", err);
+    }
+    return g_pre.stack;
+}

@@ -1,0 +1,86 @@
+/* State of the POSIX layer in one process: the per-fd table, the stack (opened on the first
+ * socket that can be accelerated), and the helpers the call implementations share. */
+#ifndef SLIP_PRELOAD_PRELOAD_H
+#define SLIP_PRELOAD_PRELOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "preload/calls.h"
+
+struct slip_stack;
+
+enum pfd_kind { PFD_NONE, PFD_TCP, PFD_UDP, PFD_EPOLL };
+
+struct uepoll_ent {
+    int fd;
+    uint32_t events;
+    epoll_data_t data;
+    bool disabled;              /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+};
+
+/* User-space part of an epoll set: the accelerated fds in it (the kernel set holds the rest). */
+struct uepoll {
+    int n, cap;
+    struct uepoll_ent *ents;
+    bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
+};
+
+struct pfd {
+    uint8_t kind;
+    uint8_t nonblock;
+    uint8_t listening;
+    int sock;                   /* stack socket index */
+    int rcvtimeo_ms, sndtimeo_ms;   /* -1: none */
+    struct uepoll *ep;          /* PFD_EPOLL */
+};
+
+struct preload_state {
+    bool ready;                 /* real functions resolved */
+    bool tried;                 /* stack open attempted */
+    bool strict;
+    int spin_usec;
+    struct slip_stack *stack;
+    struct pfd *fds;
+    int nfds;
+};
+
+extern struct preload_state g_pre;
+/* Non-zero while this thread runs inside the POSIX layer or the stack: socket calls the stack
+ * itself makes (kernel port reservations, libbpf, libxdp) then go straight to libc. */
+extern __thread int preload_depth;
+
+void preload_init(void);
+/* The entry for fd if it is an accelerated socket or a user-space epoll set, else NULL. */
+static inline struct pfd *pfd_get(int fd)
+{
+    if (fd < 0 || fd >= g_pre.nfds || !g_pre.fds)
+        return NULL;
+    struct pfd *p = &g_pre.fds[fd];
+    return p->kind == PFD_NONE ? NULL : p;
+}
+struct pfd *pfd_new(int fd);
+void pfd_clear(int fd);
+/* The stack, opened on first use; NULL when it cannot be (fallback to the kernel). */
+struct slip_stack *preload_stack(void);
+/* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
+void preload_release(int fd);
+
+/* Readiness of an accelerated socket, as EPOLL* bits. */
+unsigned pfd_poll(struct pfd *p);
+/* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when
+ * extra_fd (>= 0) is readable. 0, -EAGAIN on timeout, -EINTR. */
+int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
+
+/* For returning a negative errno from a POSIX call: sets errno, returns -1. */
+int set_errno(int neg);
+
+/* Our implementations, one per entry of calls.h. */
+#define SLIP_DECLARE_PRE(ret, name, params, args) ret pre_##name params;
+SLIP_CALLS(SLIP_DECLARE_PRE)
+#undef SLIP_DECLARE_PRE
+int pre_fcntl(int fd, int cmd, long arg);
+int pre_ioctl(int fd, unsigned long req, void *arg);
+
+#endif

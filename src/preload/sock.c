@@ -1,0 +1,858 @@
+/* Socket calls of the POSIX layer. An accelerated socket is a real kernel socket (the fd the
+ * application holds, which also reserves the port) plus a stack socket found through the fd
+ * table. Anything else, and any socket that turns out not to be ours (loopback, another
+ * interface), is the kernel's: the call goes to libc unchanged. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "preload/preload.h"
+#include "stack/stack.h"
+#include "tcp/cc/cc.h"
+#include "tcp/tcp.h"
+#include "tcp/tcp_fsm.h"
+#include "udp/udp.h"
+
+#ifndef SIOCOUTQ
+#define SIOCOUTQ TIOCOUTQ
+#endif
+
+struct pfd *pfd_new(int fd)
+{
+    if (fd < 0 || fd >= g_pre.nfds)
+        return NULL;
+    struct pfd *p = &g_pre.fds[fd];
+    memset(p, 0, sizeof(*p));
+    p->rcvtimeo_ms = p->sndtimeo_ms = -1;
+    return p;
+}
+
+void pfd_clear(int fd)
+{
+    if (fd >= 0 && fd < g_pre.nfds)
+        memset(&g_pre.fds[fd], 0, sizeof(g_pre.fds[fd]));
+}
+
+/* Drops one reference to the stack socket behind p; closes it with the last one. */
+static void sock_unref(struct pfd *p)
+{
+    struct slip_stack *s = g_pre.stack;
+    bool tcp = p->kind == PFD_TCP;
+    if (slip_sock__ref(s, tcp, p->sock, -1) == 0) {
+        if (tcp)
+            slip_tcp__close(s, p->sock);
+        else
+            slip_udp__close(s, p->sock);
+    }
+}
+
+void preload_release(int fd)
+{
+    struct pfd *p = pfd_get(fd);
+    if (p && (p->kind == PFD_TCP || p->kind == PFD_UDP))
+        sock_unref(p);
+    pfd_clear(fd);
+}
+
+unsigned pfd_poll(struct pfd *p)
+{
+    if (p->kind == PFD_TCP)
+        return slip_tcp__poll(g_pre.stack, p->sock);
+    if (p->kind == PFD_UDP)
+        return slip_udp__poll(g_pre.stack, p->sock);
+    return 0;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
+{
+    struct slip_stack *s = g_pre.stack;
+    uint64_t start = mono_us();
+    uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
+    for (;;) {
+        slip_stack__poll(s);
+        if (pfd_poll(p) & (want | EPOLLERR | EPOLLHUP))
+            return 0;
+        uint64_t now = mono_us();
+        if (now >= end)
+            return -EAGAIN;
+        /* Spin first when asked (latency profile), then sleep in the kernel. */
+        if (g_pre.spin_usec > 0 && now - start < (uint64_t)g_pre.spin_usec)
+            continue;
+        struct pollfd pf[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2];
+        int fds[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
+        int n = slip_stack__wait_fds(s, fds, SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1);
+        for (int i = 0; i < n; i++)
+            pf[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+        if (extra_fd >= 0)
+            pf[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
+        int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
+        int t = slip_stack__timeout_ms(s, left);
+        if (real_poll(pf, (nfds_t)n, t) < 0 && errno == EINTR)
+            return -EINTR;
+        if (extra_fd >= 0 && (pf[n - 1].revents & POLLIN))
+            return 1;
+    }
+}
+
+static bool is_inet4_stream_or_dgram(int domain, int type, int protocol, bool *tcp)
+{
+    int t = type & 0xf;
+    if (domain != AF_INET)
+        return false;
+    if (t == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) {
+        *tcp = true;
+        return true;
+    }
+    if (t == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP)) {
+        *tcp = false;
+        return true;
+    }
+    return false;
+}
+
+int pre_socket(int domain, int type, int protocol)
+{
+    int fd = real_socket(domain, type, protocol);
+    bool tcp;
+    if (fd < 0 || !is_inet4_stream_or_dgram(domain, type, protocol, &tcp))
+        return fd;
+    struct slip_stack *s = preload_stack();
+    if (!s)
+        return fd;
+    int sock = tcp ? slip_tcp__open(s) : slip_udp__open(s);
+    if (sock < 0) {
+        static int warned;
+        if (!warned++)
+            fprintf(stderr, "slipstream: warning: stack socket table full (%s); further sockets use the kernel\n",
+                    strerror(-sock));
+        return fd;
+    }
+    struct pfd *p = pfd_new(fd);
+    if (!p) {
+        if (tcp)
+            slip_tcp__close(s, sock);
+        else
+            slip_udp__close(s, sock);
+        return fd;
+    }
+    p->kind = tcp ? PFD_TCP : PFD_UDP;
+    p->sock = sock;
+    p->nonblock = (type & SOCK_NONBLOCK) != 0;
+    slip_sock__ref(s, tcp, sock, 1);
+    return fd;
+}
+
+static bool sin_of(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out)
+{
+    if (!sa || len < (socklen_t)sizeof(struct sockaddr_in) || sa->sa_family != AF_INET)
+        return false;
+    memcpy(out, sa, sizeof(*out));
+    return true;
+}
+
+static void fill_sin(struct sockaddr *sa, socklen_t *len, be32 addr, uint16_t port)
+{
+    if (!sa || !len)
+        return;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
+    memcpy(sa, &sin, SLIP_MIN((size_t)*len, sizeof(sin)));
+    *len = sizeof(sin);
+}
+
+int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    struct pfd *p = pfd_get(fd);
+    struct sockaddr_in sin;
+    if (!p || p->kind == PFD_EPOLL)
+        return real_bind(fd, sa, len);
+    if (!sin_of(sa, len, &sin) || !slip_stack__owns_addr(g_pre.stack, sin.sin_addr.s_addr)) {
+        /* Loopback or an address of another interface: the kernel's socket. */
+        preload_release(fd);
+        return real_bind(fd, sa, len);
+    }
+    if (p->kind == PFD_UDP) {
+        int rc = slip_udp__bind_kfd(g_pre.stack, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
+        return rc < 0 ? set_errno(rc) : 0;
+    }
+    return real_bind(fd, sa, len);     /* TCP: the kernel socket holds the address until listen/connect */
+}
+
+int pre_listen(int fd, int backlog)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind != PFD_TCP)
+        return real_listen(fd, backlog);
+    struct sockaddr_in sin = { 0 };
+    socklen_t sl = sizeof(sin);
+    real_getsockname(fd, (struct sockaddr *)&sin, &sl);
+    int rc = slip_tcp__listen_kfd(g_pre.stack, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port),
+                                  backlog > 0 ? backlog : 128, fd);
+    if (rc < 0)
+        return set_errno(rc);
+    p->listening = 1;
+    /* The kernel socket listens too: connections from this host (loopback, own addresses) reach
+     * the kernel and are accepted from it, the wire's from the stack. */
+    real_listen(fd, backlog);
+    return 0;
+}
+
+static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind != PFD_TCP || !p->listening)
+        return real_accept4(fd, sa, len, flags);
+    struct slip_stack *s = g_pre.stack;
+    for (;;) {
+        be32 ra;
+        uint16_t rp;
+        int c = slip_tcp__accept(s, p->sock, &ra, &rp);
+        if (c >= 0) {
+            int nfd = real_socket(AF_INET, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+            struct pfd *np = nfd >= 0 ? pfd_new(nfd) : NULL;
+            if (!np) {
+                int e = nfd < 0 ? errno : EMFILE;
+                if (nfd >= 0)
+                    real_close(nfd);
+                slip_tcp__close(s, c);
+                return set_errno(-e);
+            }
+            np->kind = PFD_TCP;
+            np->sock = c;
+            np->nonblock = (flags & SOCK_NONBLOCK) != 0;
+            slip_sock__ref(s, true, c, 1);
+            fill_sin(sa, len, ra, rp);
+            return nfd;
+        }
+        /* A connection from this host, through the kernel. */
+        struct pollfd kp = { .fd = fd, .events = POLLIN };
+        if (real_poll(&kp, 1, 0) == 1)
+            return real_accept4(fd, sa, len, flags);
+        if (p->nonblock)
+            return set_errno(-EAGAIN);
+        int rc = preload_block(p, EPOLLIN, p->rcvtimeo_ms, fd);
+        if (rc == -EINTR || rc == -EAGAIN)
+            return set_errno(rc);
+    }
+}
+
+int pre_accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    return accept_common(fd, sa, len, 0);
+}
+
+int pre_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+    return accept_common(fd, sa, len, flags);
+}
+
+int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    struct pfd *p = pfd_get(fd);
+    struct sockaddr_in sin;
+    if (!p || p->kind == PFD_EPOLL)
+        return real_connect(fd, sa, len);
+    struct slip_stack *s = g_pre.stack;
+    if (sa && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNSPEC && p->kind == PFD_UDP) {
+        int rc = slip_udp__connect(s, p->sock, 0, 0);
+        return rc < 0 ? set_errno(rc) : 0;
+    }
+    if (!sin_of(sa, len, &sin) || !slip_stack__routes_via_us(s, sin.sin_addr.s_addr)) {
+        preload_release(fd);
+        return real_connect(fd, sa, len);
+    }
+    if (p->kind == PFD_UDP) {
+        be32 la;
+        uint16_t lp;
+        slip_udp__local(s, p->sock, &la, &lp);
+        int rc = lp ? 0 : slip_udp__bind_kfd(s, p->sock, 0, 0, fd);
+        if (rc == 0)
+            rc = slip_udp__connect(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port));
+        return rc < 0 ? set_errno(rc) : 0;
+    }
+    int rc = slip_tcp__connect_kfd(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
+    if (rc != -EINPROGRESS)
+        return set_errno(rc == 0 ? -EISCONN : rc);
+    if (p->nonblock)
+        return set_errno(-EINPROGRESS);
+    rc = preload_block(p, EPOLLOUT, -1, -1);
+    if (rc < 0)
+        return set_errno(rc);
+    int e = slip_tcp__so_error(s, p->sock);
+    return e > 0 ? set_errno(-e) : (e < 0 ? set_errno(e) : 0);
+}
+
+int pre_shutdown(int fd, int how)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind != PFD_TCP)
+        return real_shutdown(fd, how);
+    int rc = slip_tcp__shutdown(g_pre.stack, p->sock, how);
+    return rc < 0 ? set_errno(rc) : 0;
+}
+
+int pre_close(int fd)
+{
+    struct pfd *p = pfd_get(fd);
+    if (p) {
+        if (p->kind == PFD_EPOLL) {
+            free(p->ep->ents);
+            free(p->ep);
+            pfd_clear(fd);
+        } else {
+            preload_release(fd);
+        }
+    }
+    return real_close(fd);
+}
+
+int pre_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    struct pfd *p = pfd_get(fd);
+    be32 a;
+    uint16_t port;
+    if (p && p->kind == PFD_TCP && slip_tcp__local(g_pre.stack, p->sock, &a, &port) == 0 && port) {
+        fill_sin(sa, len, a, port);
+        return 0;
+    }
+    if (p && p->kind == PFD_UDP && slip_udp__local(g_pre.stack, p->sock, &a, &port) == 0 && port) {
+        fill_sin(sa, len, a, port);
+        return 0;
+    }
+    return real_getsockname(fd, sa, len);
+}
+
+int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    struct pfd *p = pfd_get(fd);
+    be32 a;
+    uint16_t port;
+    if (!p || p->kind == PFD_EPOLL)
+        return real_getpeername(fd, sa, len);
+    int rc = p->kind == PFD_TCP ? slip_tcp__peer(g_pre.stack, p->sock, &a, &port)
+                                : slip_udp__peer(g_pre.stack, p->sock, &a, &port);
+    if (rc < 0)
+        return set_errno(rc);
+    fill_sin(sa, len, a, port);
+    return 0;
+}
+
+static int put_int(void *val, socklen_t *len, int v)
+{
+    if (!val || !len || *len < (socklen_t)sizeof(int))
+        return set_errno(-EINVAL);
+    memcpy(val, &v, sizeof(v));
+    *len = sizeof(v);
+    return 0;
+}
+
+static int tcp_info_fill(struct pfd *p, void *val, socklen_t *len)
+{
+    struct tcp_conn_info in;
+    struct tcp_info ti;
+    int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
+    if (rc < 0)
+        return set_errno(rc);
+    /* Linux's TCP_STATE numbering for the states we share. */
+    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 6 };
+    memset(&ti, 0, sizeof(ti));
+    ti.tcpi_state = in.state < sizeof(linux_state) ? linux_state[in.state] : 7;
+    ti.tcpi_rto = in.rto_us;
+    ti.tcpi_snd_mss = in.mss;
+    ti.tcpi_rcv_mss = in.mss;
+    ti.tcpi_unacked = in.unacked;
+    ti.tcpi_rtt = in.srtt_us;
+    ti.tcpi_rttvar = in.rttvar_us;
+    ti.tcpi_snd_ssthresh = in.ssthresh;
+    ti.tcpi_snd_cwnd = in.mss ? in.cwnd / in.mss : in.cwnd;
+    ti.tcpi_total_retrans = (uint32_t)in.st.retransmits;
+    ti.tcpi_snd_wscale = in.snd_wscale;
+    ti.tcpi_rcv_wscale = in.rcv_wscale;
+    ti.tcpi_options = (in.sack ? TCPI_OPT_SACK : 0) | (in.timestamps ? TCPI_OPT_TIMESTAMPS : 0) |
+                      (in.snd_wscale || in.rcv_wscale ? TCPI_OPT_WSCALE : 0);
+    socklen_t n = SLIP_MIN(*len, (socklen_t)sizeof(ti));
+    memcpy(val, &ti, (size_t)n);
+    *len = n;
+    return 0;
+}
+
+int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_getsockopt(fd, level, opt, val, len);
+    struct slip_stack *s = g_pre.stack;
+    int v;
+    if (level == SOL_SOCKET && opt == SO_ERROR) {
+        int e = p->kind == PFD_TCP ? slip_tcp__so_error(s, p->sock) : slip_udp__so_error(s, p->sock);
+        return put_int(val, len, e < 0 ? -e : e);
+    }
+    if (p->kind == PFD_TCP) {
+        if (level == IPPROTO_TCP && opt == TCP_INFO)
+            return tcp_info_fill(p, val, len);
+        int o = -1;
+        if (level == IPPROTO_TCP)
+            o = opt == TCP_NODELAY ? TCPO_NODELAY : opt == TCP_CORK ? TCPO_CORK : opt == TCP_KEEPIDLE ? TCPO_KEEPIDLE
+              : opt == TCP_KEEPINTVL ? TCPO_KEEPINTVL : opt == TCP_KEEPCNT ? TCPO_KEEPCNT : opt == TCP_MAXSEG ? TCPO_MAXSEG : -1;
+        else if (level == SOL_SOCKET)
+            o = opt == SO_KEEPALIVE ? TCPO_KEEPALIVE : opt == SO_RCVBUF ? TCPO_RCVBUF : opt == SO_SNDBUF ? TCPO_SNDBUF : -1;
+        if (o >= 0 && slip_tcp__getopt(s, p->sock, o, &v) == 0)
+            return put_int(val, len, v);
+    }
+    return real_getsockopt(fd, level, opt, val, len);
+}
+
+static int timeo_ms(const void *val, socklen_t len)
+{
+    struct timeval tv;
+    if (!val || len < (socklen_t)sizeof(tv))
+        return -1;
+    memcpy(&tv, val, sizeof(tv));
+    if (tv.tv_sec == 0 && tv.tv_usec == 0)
+        return -1;
+    return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+int pre_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_setsockopt(fd, level, opt, val, len);
+    /* The kernel socket gets every option too: it validates them (EINVAL, ENOPROTOOPT exactly as
+     * Linux) and getsockopt of options we do not keep reads them back from it. */
+    int krc = real_setsockopt(fd, level, opt, val, len);
+    if (krc < 0)
+        return krc;
+    if (level == SOL_SOCKET && opt == SO_RCVTIMEO)
+        p->rcvtimeo_ms = timeo_ms(val, len);
+    if (level == SOL_SOCKET && opt == SO_SNDTIMEO)
+        p->sndtimeo_ms = timeo_ms(val, len);
+    if (p->kind != PFD_TCP)
+        return 0;
+    int v = 0;
+    if (val && len >= (socklen_t)sizeof(int))
+        memcpy(&v, val, sizeof(v));
+    int o = -1;
+    if (level == IPPROTO_TCP)
+        o = opt == TCP_NODELAY ? TCPO_NODELAY : opt == TCP_CORK ? TCPO_CORK : opt == TCP_KEEPIDLE ? TCPO_KEEPIDLE
+          : opt == TCP_KEEPINTVL ? TCPO_KEEPINTVL : opt == TCP_KEEPCNT ? TCPO_KEEPCNT : opt == TCP_MAXSEG ? TCPO_MAXSEG : -1;
+    else if (level == SOL_SOCKET)
+        o = opt == SO_KEEPALIVE ? TCPO_KEEPALIVE : opt == SO_RCVBUF ? TCPO_RCVBUF : opt == SO_SNDBUF ? TCPO_SNDBUF : -1;
+    if (level == SOL_SOCKET && opt == SO_LINGER && len >= (socklen_t)sizeof(struct linger)) {
+        struct linger l;
+        memcpy(&l, val, sizeof(l));
+        o = TCPO_LINGER;
+        v = l.l_onoff ? l.l_linger : -1;
+    }
+    if (level == IPPROTO_TCP && opt == TCP_CONGESTION) {
+        char name[16] = "";
+        memcpy(name, val, SLIP_MIN((size_t)len, sizeof(name) - 1));
+        int cc = tcp_cc__by_name(name);
+        if (cc < 0)
+            return 0;   /* the kernel accepted it; we keep our default */
+        o = TCPO_CONGESTION;
+        v = cc;
+    }
+    if ((level == SOL_SOCKET && (opt == SO_RCVBUF || opt == SO_SNDBUF)))
+        v *= 2;         /* Linux doubles the value for bookkeeping overhead */
+    if (o >= 0) {
+        int rc = slip_tcp__setopt(g_pre.stack, p->sock, o, v);
+        if (rc < 0 && rc != -EINVAL)
+            return set_errno(rc);
+    }
+    return 0;
+}
+
+/* ---- data ---- */
+
+static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
+{
+    struct slip_stack *s = g_pre.stack;
+    size_t total = 0, done = 0;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    bool nb = p->nonblock || (flags & MSG_DONTWAIT);
+    for (int i = 0; i < iovcnt;) {
+        size_t off = 0;
+        for (int k = 0; k < i; k++)
+            off += iov[k].iov_len;
+        size_t skip = done - off;
+        if (skip >= iov[i].iov_len) {
+            i++;
+            continue;
+        }
+        ssize_t n = slip_tcp__send(s, p->sock, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip,
+                                   (flags & MSG_MORE) || done + (iov[i].iov_len - skip) < total);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n == -EAGAIN || n == -ENOBUFS) {
+            if (done || nb)
+                return done ? (ssize_t)done : set_errno(-EAGAIN);
+            int rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
+            if (rc < 0)
+                return set_errno(rc == -EAGAIN ? -EAGAIN : rc);
+            continue;
+        }
+        if (done)
+            return (ssize_t)done;
+        if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+            raise(SIGPIPE);
+        return set_errno((int)n);
+    }
+    return (ssize_t)done;
+}
+
+static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
+{
+    struct slip_stack *s = g_pre.stack;
+    bool nb = p->nonblock || (flags & MSG_DONTWAIT);
+    size_t done = 0;
+    if (len == 0)
+        return 0;
+    for (;;) {
+        ssize_t n = slip_tcp__recv(s, p->sock, (char *)buf + done, len - done, (flags & MSG_PEEK) != 0);
+        if (n > 0) {
+            done += (size_t)n;
+            if (!(flags & MSG_WAITALL) || done == len || (flags & MSG_PEEK))
+                return (ssize_t)done;
+            continue;
+        }
+        if (n == 0)
+            return (ssize_t)done;
+        if (n != -EAGAIN)
+            return done ? (ssize_t)done : set_errno((int)n);
+        if (nb)
+            return done ? (ssize_t)done : set_errno(-EAGAIN);
+        int rc = preload_block(p, EPOLLIN | EPOLLRDHUP, p->rcvtimeo_ms, -1);
+        if (rc < 0)
+            return done ? (ssize_t)done : set_errno(rc);
+    }
+}
+
+static ssize_t udp_sendv(struct pfd *p, const struct iovec *iov, int iovcnt, const struct sockaddr *sa, socklen_t sl)
+{
+    struct sockaddr_in sin;
+    be32 dst = 0;
+    uint16_t dport = 0;
+    if (sa) {
+        if (!sin_of(sa, sl, &sin))
+            return set_errno(-EINVAL);
+        dst = sin.sin_addr.s_addr;
+        dport = ntoh16(sin.sin_port);
+        if (!slip_stack__routes_via_us(g_pre.stack, dst))
+            return set_errno(-ENETUNREACH);   /* see docs/COMPLIANCE.md: unconnected UDP to lo */
+    }
+    ssize_t n = slip_udp__sendmsg(g_pre.stack, p->sock, iov, iovcnt, dst, dport);
+    return n < 0 ? set_errno((int)n) : n;
+}
+
+static ssize_t udp_recv(struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl, int *mflags)
+{
+    struct slip_stack *s = g_pre.stack;
+    bool nb = p->nonblock || (flags & MSG_DONTWAIT);
+    for (;;) {
+        be32 a;
+        uint16_t port;
+        ssize_t full = slip_udp__recvfrom(s, p->sock, buf, len, &a, &port,
+                                          UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? UDP_RECV_PEEK : 0));
+        if (full >= 0) {
+            fill_sin(sa, sl, a, port);
+            if (mflags && (size_t)full > len)
+                *mflags |= MSG_TRUNC;
+            return (flags & MSG_TRUNC) ? full : (ssize_t)SLIP_MIN((size_t)full, len);
+        }
+        if (full != -EAGAIN || nb)
+            return set_errno((int)full);
+        int rc = preload_block(p, EPOLLIN, p->rcvtimeo_ms, -1);
+        if (rc < 0)
+            return set_errno(rc);
+    }
+}
+
+ssize_t pre_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_sendmsg(fd, m, flags);
+    if (p->kind == PFD_UDP)
+        return udp_sendv(p, m->msg_iov, (int)m->msg_iovlen, m->msg_name, m->msg_namelen);
+    return tcp_send(p, m->msg_iov, (int)m->msg_iovlen, flags);
+}
+
+ssize_t pre_sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_sendto(fd, buf, n, flags, sa, sl);
+    struct iovec v = { (void *)buf, n };
+    if (p->kind == PFD_UDP)
+        return udp_sendv(p, &v, 1, sa, sl);
+    return tcp_send(p, &v, 1, flags);
+}
+
+ssize_t pre_send(int fd, const void *buf, size_t n, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_send(fd, buf, n, flags);
+    return pre_sendto(fd, buf, n, flags, NULL, 0);
+}
+
+ssize_t pre_write(int fd, const void *buf, size_t n)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_write(fd, buf, n);
+    return pre_sendto(fd, buf, n, 0, NULL, 0);
+}
+
+ssize_t pre_writev(int fd, const struct iovec *iov, int n)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_writev(fd, iov, n);
+    if (p->kind == PFD_UDP)
+        return udp_sendv(p, iov, n, NULL, 0);
+    return tcp_send(p, iov, n, 0);
+}
+
+ssize_t pre_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_recvfrom(fd, buf, n, flags, sa, sl);
+    if (p->kind == PFD_UDP)
+        return udp_recv(p, buf, n, flags, sa, sl, NULL);
+    ssize_t r = tcp_recv(p, buf, n, flags);
+    if (r >= 0 && sa && sl)
+        *sl = 0;
+    return r;
+}
+
+ssize_t pre_recv(int fd, void *buf, size_t n, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_recv(fd, buf, n, flags);
+    return pre_recvfrom(fd, buf, n, flags, NULL, NULL);
+}
+
+ssize_t pre_read(int fd, void *buf, size_t n)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_read(fd, buf, n);
+    return pre_recvfrom(fd, buf, n, 0, NULL, NULL);
+}
+
+ssize_t pre_readv(int fd, const struct iovec *iov, int n)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_readv(fd, iov, n);
+    ssize_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!iov[i].iov_len)
+            continue;
+        /* Only the first piece may block; later ones take what is already there. */
+        ssize_t r = pre_recvfrom(fd, iov[i].iov_base, iov[i].iov_len, total ? MSG_DONTWAIT : 0, NULL, NULL);
+        if (r < 0)
+            return total ? total : -1;
+        total += r;
+        if ((size_t)r < iov[i].iov_len)
+            break;
+    }
+    return total;
+}
+
+ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_recvmsg(fd, m, flags);
+    m->msg_flags = 0;
+    m->msg_controllen = 0;
+    if (p->kind == PFD_UDP) {
+        /* Gather into the first iovec piece when there is one; else a bounce buffer. */
+        static __thread char bounce[65536];
+        size_t cap = 0;
+        for (size_t i = 0; i < m->msg_iovlen; i++)
+            cap += m->msg_iov[i].iov_len;
+        socklen_t nl = m->msg_namelen;
+        ssize_t r = udp_recv(p, bounce, SLIP_MIN(cap, sizeof(bounce)), flags & ~MSG_TRUNC,
+                             m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags);
+        if (r < 0)
+            return r;
+        m->msg_namelen = m->msg_name ? nl : 0;
+        size_t off = 0;
+        for (size_t i = 0; i < m->msg_iovlen && off < (size_t)r; i++) {
+            size_t k = SLIP_MIN(m->msg_iov[i].iov_len, (size_t)r - off);
+            memcpy(m->msg_iov[i].iov_base, bounce + off, k);
+            off += k;
+        }
+        return r;
+    }
+    m->msg_namelen = 0;
+    ssize_t total = 0;
+    for (size_t i = 0; i < m->msg_iovlen; i++) {
+        if (!m->msg_iov[i].iov_len)
+            continue;
+        ssize_t r = tcp_recv(p, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len, total ? (flags | MSG_DONTWAIT) : flags);
+        if (r < 0)
+            return total ? total : -1;
+        total += r;
+        if ((size_t)r < m->msg_iov[i].iov_len)
+            break;
+    }
+    return total;
+}
+
+ssize_t pre_sendfile(int out, int in, off_t *off, size_t n)
+{
+    struct pfd *p = pfd_get(out);
+    if (!p || p->kind != PFD_TCP)
+        return real_sendfile(out, in, off, n);
+    static __thread char buf[65536];
+    size_t done = 0;
+    while (done < n) {
+        size_t want = SLIP_MIN(n - done, sizeof(buf));
+        ssize_t r = off ? pread(in, buf, want, *off + (off_t)done) : real_read(in, buf, want);
+        if (r < 0)
+            return done ? (ssize_t)done : -1;
+        if (r == 0)
+            break;
+        struct iovec v = { buf, (size_t)r };
+        ssize_t w = tcp_send(p, &v, 1, 0);
+        if (w < 0) {
+            if (done)
+                break;
+            return -1;
+        }
+        done += (size_t)w;
+        if (w < r) {
+            if (!off)
+                lseek(in, (off_t)w - r, SEEK_CUR);   /* give back what was not sent */
+            break;
+        }
+    }
+    if (off)
+        *off += (off_t)done;
+    return (ssize_t)done;
+}
+
+/* ---- descriptors ---- */
+
+static int dup_into(int oldfd, int newfd)
+{
+    struct pfd *p = pfd_get(oldfd);
+    if (!p || newfd < 0 || newfd >= g_pre.nfds)
+        return newfd;
+    g_pre.fds[newfd] = *p;
+    if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+        slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
+    else if (p->kind == PFD_EPOLL)
+        pfd_clear(newfd);   /* a duplicated epoll fd sees only the kernel set (see COMPLIANCE) */
+    return newfd;
+}
+
+int pre_dup(int fd)
+{
+    int n = real_dup(fd);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_dup2(int fd, int fd2)
+{
+    if (fd == fd2)
+        return real_dup2(fd, fd2);
+    if (pfd_get(fd2))
+        preload_release(fd2);
+    int n = real_dup2(fd, fd2);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_dup3(int fd, int fd2, int flags)
+{
+    if (pfd_get(fd2) && fd != fd2)
+        preload_release(fd2);
+    int n = real_dup3(fd, fd2, flags);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_fcntl(int fd, int cmd, long arg)
+{
+    struct pfd *p = pfd_get(fd);
+    int r = real_fcntl(fd, cmd, arg);
+    if (!p || r < 0)
+        return r;
+    if (cmd == F_SETFL)
+        p->nonblock = (arg & O_NONBLOCK) != 0;
+    else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+        dup_into(fd, r);
+    return r;
+}
+
+int pre_ioctl(int fd, unsigned long req, void *arg)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_ioctl(fd, req, arg);
+    if (req == FIONBIO) {
+        int r = real_ioctl(fd, req, arg);
+        if (r == 0 && arg)
+            p->nonblock = *(int *)arg != 0;
+        return r;
+    }
+    if ((req == FIONREAD || req == SIOCOUTQ) && arg) {
+        int v = 0;
+        if (p->kind == PFD_TCP) {
+            struct tcp_conn_info in;
+            if (slip_tcp__info(g_pre.stack, p->sock, &in) == 0)
+                v = (int)(req == FIONREAD ? in.rcv_queued : in.snd_queued + in.unacked);
+        } else if (req == FIONREAD) {
+            char c;
+            ssize_t n = slip_udp__recvfrom(g_pre.stack, p->sock, &c, 1, NULL, NULL, UDP_RECV_PEEK | UDP_RECV_TRUNC);
+            v = n > 0 ? (int)n : 0;
+        }
+        *(int *)arg = v;
+        return 0;
+    }
+    return real_ioctl(fd, req, arg);
+}
+
+pid_t pre_fork(void)
+{
+    /* Both processes keep every socket: count the child's copies before it exists. */
+    struct slip_stack *s = g_pre.stack;
+    if (s)
+        for (int fd = 0; fd < g_pre.nfds; fd++) {
+            struct pfd *p = &g_pre.fds[fd];
+            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, 1);
+        }
+    pid_t pid = real_fork();
+    if (pid < 0 && s)
+        for (int fd = 0; fd < g_pre.nfds; fd++) {
+            struct pfd *p = &g_pre.fds[fd];
+            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
+        }
+    return pid;
+}

@@ -1,0 +1,354 @@
+/* poll, select and epoll over sets that mix accelerated and kernel fds. Accelerated fds are
+ * checked in user space after a stack poll; when nothing is ready the thread sleeps in the
+ * kernel on the kernel fds plus the stack's wake fds (AF_XDP sockets, netlink), with a timeout
+ * no later than the stack's next protocol deadline, so TCP keeps its timers while the
+ * application waits. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "preload/preload.h"
+#include "stack/stack.h"
+
+#define WAKE_MARK 0x736c6970776b7570ull   /* epoll data of the stack's wake fds */
+#define MAX_WAKE (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1)
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int remaining(uint64_t end)
+{
+    if (end == UINT64_MAX)
+        return -1;
+    uint64_t now = mono_ms();
+    return now >= end ? 0 : (int)(end - now);
+}
+
+static short ev_to_poll(unsigned ev, short want)
+{
+    short r = 0;
+    if (ev & EPOLLIN) r |= POLLIN | POLLRDNORM;
+    if (ev & EPOLLOUT) r |= POLLOUT | POLLWRNORM;
+    if (ev & EPOLLRDHUP) r |= POLLRDHUP;
+    r &= want | POLLRDNORM | POLLWRNORM;
+    if (ev & EPOLLERR) r |= POLLERR;
+    if (ev & EPOLLHUP) r |= POLLHUP;
+    return r;
+}
+
+int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    struct slip_stack *s = g_pre.stack;
+    bool any = false;
+    for (nfds_t i = 0; i < n && !any; i++)
+        any = pfd_get(fds[i].fd) != NULL;
+    if (!any || !s)
+        return real_poll(fds, n, timeout);
+
+    uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
+    struct pollfd *k = malloc(sizeof(*k) * (n + MAX_WAKE));
+    if (!k)
+        return set_errno(-ENOMEM);
+    int ret;
+    for (;;) {
+        slip_stack__poll(s);
+        int ready = 0;
+        nfds_t nk = 0;
+        for (nfds_t i = 0; i < n; i++) {
+            struct pfd *p = pfd_get(fds[i].fd);
+            if (p && p->kind != PFD_EPOLL) {
+                fds[i].revents = ev_to_poll(pfd_poll(p), fds[i].events);
+                ready += fds[i].revents != 0;
+                k[nk] = (struct pollfd){ .fd = -1 };   /* placeholder keeps indices aligned */
+            } else {
+                k[nk] = fds[i];
+                k[nk].revents = 0;
+            }
+            nk++;
+        }
+        int wake[MAX_WAKE];
+        int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
+        for (int w = 0; w < nw; w++)
+            k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
+        int left = ready ? 0 : remaining(end);
+        int t = ready ? 0 : slip_stack__timeout_ms(s, left);
+        int r = real_poll(k, nk + (nfds_t)nw, t);
+        if (r < 0) {
+            ret = r;
+            break;
+        }
+        for (nfds_t i = 0; i < n; i++)
+            if (k[i].fd >= 0) {
+                fds[i].revents = k[i].revents;
+                ready += k[i].revents != 0;
+            }
+        if (ready || left == 0) {
+            ret = ready;
+            break;
+        }
+    }
+    free(k);
+    return ret;
+}
+
+int pre_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+    bool any = false;
+    for (nfds_t i = 0; i < n && !any; i++)
+        any = pfd_get(fds[i].fd) != NULL;
+    if (!any || !g_pre.stack)
+        return real_ppoll(fds, n, ts, mask);
+    sigset_t old;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, mask, &old);
+    int r = pre_poll(fds, n, ts ? (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000) : -1);
+    int e = errno;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return r;
+}
+
+static int select_via_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeout_ms)
+{
+    struct pollfd *p = calloc((size_t)(nfds > 0 ? nfds : 1), sizeof(*p));
+    int np = 0;
+    if (!p)
+        return set_errno(-ENOMEM);
+    for (int fd = 0; fd < nfds; fd++) {
+        short ev = 0;
+        if (r && FD_ISSET(fd, r)) ev |= POLLIN;
+        if (w && FD_ISSET(fd, w)) ev |= POLLOUT;
+        if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
+        if (ev)
+            p[np++] = (struct pollfd){ .fd = fd, .events = ev };
+    }
+    int rc = pre_poll(p, (nfds_t)np, timeout_ms);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    if (r) FD_ZERO(r);
+    if (w) FD_ZERO(w);
+    if (e) FD_ZERO(e);
+    int count = 0;
+    for (int i = 0; i < np; i++) {
+        short re = p[i].revents;
+        if (r && (re & (POLLIN | POLLHUP | POLLERR)) && (p[i].events & POLLIN)) { FD_SET(p[i].fd, r); count++; }
+        if (w && (re & (POLLOUT | POLLERR)) && (p[i].events & POLLOUT)) { FD_SET(p[i].fd, w); count++; }
+        if (e && (re & POLLPRI)) { FD_SET(p[i].fd, e); count++; }
+    }
+    free(p);
+    return count;
+}
+
+static bool any_ours(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+    for (int fd = 0; fd < nfds && fd < g_pre.nfds; fd++)
+        if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) && pfd_get(fd))
+            return true;
+    return false;
+}
+
+int pre_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+    if (!g_pre.stack || !any_ours(nfds, r, w, e))
+        return real_select(nfds, r, w, e, tv);
+    return select_via_poll(nfds, r, w, e, tv ? (int)(tv->tv_sec * 1000 + tv->tv_usec / 1000) : -1);
+}
+
+int pre_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask)
+{
+    if (!g_pre.stack || !any_ours(nfds, r, w, e))
+        return real_pselect(nfds, r, w, e, ts, mask);
+    sigset_t old;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, mask, &old);
+    int rc = select_via_poll(nfds, r, w, e, ts ? (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000) : -1);
+    int er = errno;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = er;
+    return rc;
+}
+
+/* ---- epoll ---- */
+
+static int new_epoll(int epfd)
+{
+    if (epfd < 0)
+        return epfd;
+    struct pfd *p = pfd_new(epfd);
+    if (!p)
+        return epfd;
+    p->ep = calloc(1, sizeof(*p->ep));
+    if (!p->ep)
+        return epfd;
+    p->kind = PFD_EPOLL;
+    return epfd;
+}
+
+int pre_epoll_create(int size)
+{
+    return new_epoll(real_epoll_create(size));
+}
+
+int pre_epoll_create1(int flags)
+{
+    return new_epoll(real_epoll_create1(flags));
+}
+
+static struct uepoll_ent *ep_find(struct uepoll *ep, int fd)
+{
+    for (int i = 0; i < ep->n; i++)
+        if (ep->ents[i].fd == fd)
+            return &ep->ents[i];
+    return NULL;
+}
+
+int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    struct pfd *e = pfd_get(epfd);
+    struct pfd *p = pfd_get(fd);
+    if (!e || e->kind != PFD_EPOLL || !p || p->kind == PFD_EPOLL)
+        return real_epoll_ctl(epfd, op, fd, ev);
+    struct uepoll *ep = e->ep;
+    struct uepoll_ent *x = ep_find(ep, fd);
+    switch (op) {
+    case EPOLL_CTL_ADD:
+        if (x)
+            return set_errno(-EEXIST);
+        if (ep->n == ep->cap) {
+            int cap = ep->cap ? ep->cap * 2 : 16;
+            struct uepoll_ent *n = realloc(ep->ents, sizeof(*n) * (size_t)cap);
+            if (!n)
+                return set_errno(-ENOMEM);
+            ep->ents = n;
+            ep->cap = cap;
+        }
+        ep->ents[ep->n++] = (struct uepoll_ent){ .fd = fd, .events = ev->events, .data = ev->data };
+        /* A listener's kernel socket takes this host's own connections: watch it too. */
+        if (p->listening) {
+            struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
+            real_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev);
+        }
+        return 0;
+    case EPOLL_CTL_MOD:
+        if (!x)
+            return set_errno(-ENOENT);
+        x->events = ev->events;
+        x->data = ev->data;
+        x->disabled = false;
+        if (p->listening) {
+            struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
+            real_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
+        }
+        return 0;
+    case EPOLL_CTL_DEL:
+        if (!x)
+            return set_errno(-ENOENT);
+        *x = ep->ents[--ep->n];
+        if (p->listening)
+            real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+        return 0;
+    }
+    return set_errno(-EINVAL);
+}
+
+/* Removes the stack's wake events from what the kernel returned. */
+static int strip_wake(struct epoll_event *ev, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ev[i].data.u64 != WAKE_MARK)
+            ev[k++] = ev[i];
+    return k;
+}
+
+static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < ep->n && n < max; i++) {
+        struct uepoll_ent *x = &ep->ents[i];
+        struct pfd *p = pfd_get(x->fd);
+        if (x->disabled || !p)
+            continue;
+        unsigned bits = pfd_poll(p) & (x->events | EPOLLERR | EPOLLHUP);
+        if (!bits)
+            continue;
+        /* Edge-triggered entries are reported like level-triggered ones: an application that
+         * reads until EAGAIN (what EPOLLET requires of it) sees no difference but an extra wakeup. */
+        out[n].events = bits;
+        out[n].data = x->data;
+        n++;
+        if (x->events & EPOLLONESHOT)
+            x->disabled = true;
+    }
+    return n;
+}
+
+int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+    struct pfd *e = pfd_get(epfd);
+    struct slip_stack *s = g_pre.stack;
+    if (!e || e->kind != PFD_EPOLL || !s || e->ep->n == 0) {
+        int r = real_epoll_wait(epfd, ev, max, timeout);
+        return r > 0 ? strip_wake(ev, r) : r;
+    }
+    struct uepoll *ep = e->ep;
+    if (!ep->stack_fds_added) {
+        int wake[MAX_WAKE];
+        int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
+        for (int i = 0; i < nw; i++) {
+            struct epoll_event kev = { .events = EPOLLIN, .data.u64 = WAKE_MARK };
+            real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
+        }
+        ep->stack_fds_added = true;
+    }
+    uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
+    for (;;) {
+        slip_stack__poll(s);
+        int n = user_ready(ep, ev, max);
+        if (n > 0) {
+            if (n < max) {
+                int r = real_epoll_wait(epfd, ev + n, max - n, 0);
+                if (r > 0)
+                    n += strip_wake(ev + n, r);
+            }
+            return n;
+        }
+        int left = remaining(end);
+        int r = real_epoll_wait(epfd, ev, max, slip_stack__timeout_ms(s, left));
+        if (r < 0)
+            return r;
+        r = strip_wake(ev, r);
+        if (r > 0)
+            return r;
+        if (left == 0)
+            return 0;
+    }
+}
+
+int pre_epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+    struct pfd *e = pfd_get(epfd);
+    if (!e || e->kind != PFD_EPOLL || !g_pre.stack || e->ep->n == 0) {
+        int r = real_epoll_pwait(epfd, ev, max, timeout, mask);
+        return r > 0 ? strip_wake(ev, r) : r;
+    }
+    sigset_t old;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, mask, &old);
+    int r = pre_epoll_wait(epfd, ev, max, timeout);
+    int er = errno;
+    if (mask)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = er;
+    return r;
+}
