@@ -546,7 +546,8 @@ static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
     }
 }
 
-static ssize_t udp_sendv(struct pfd *p, const struct iovec *iov, int iovcnt, const struct sockaddr *sa, socklen_t sl)
+static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iovcnt, const struct sockaddr *sa,
+                         socklen_t sl, int flags)
 {
     struct sockaddr_in sin;
     be32 dst = 0;
@@ -556,14 +557,20 @@ static ssize_t udp_sendv(struct pfd *p, const struct iovec *iov, int iovcnt, con
             return set_errno(-EINVAL);
         dst = sin.sin_addr.s_addr;
         dport = ntoh16(sin.sin_port);
-        if (!slip_stack__routes_via_us(g_pre.stack, dst))
-            return set_errno(-ENETUNREACH);   /* see docs/COMPLIANCE.md: unconnected UDP to lo */
+        if (!slip_stack__routes_via_us(g_pre.stack, dst)) {
+            /* Loopback or another interface: the kernel socket (same port) sends it, and its
+             * replies are read from the kernel socket too (udp_recv). */
+            struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sl, .msg_iov = (struct iovec *)iov,
+                                .msg_iovlen = (size_t)iovcnt };
+            return real_sendmsg(fd, &m, flags);
+        }
     }
     ssize_t n = slip_udp__sendmsg(g_pre.stack, p->sock, iov, iovcnt, dst, dport);
     return n < 0 ? set_errno((int)n) : n;
 }
 
-static ssize_t udp_recv(struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl, int *mflags)
+static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl,
+                        int *mflags)
 {
     struct slip_stack *s = g_pre.stack;
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
@@ -578,9 +585,15 @@ static ssize_t udp_recv(struct pfd *p, void *buf, size_t len, int flags, struct 
                 *mflags |= MSG_TRUNC;
             return (flags & MSG_TRUNC) ? full : (ssize_t)SLIP_MIN((size_t)full, len);
         }
-        if (full != -EAGAIN || nb)
+        if (full != -EAGAIN)
             return set_errno((int)full);
-        int rc = preload_block(p, EPOLLIN, p->rcvtimeo_ms, -1);
+        /* Datagrams from this host (loopback) arrive on the kernel socket. */
+        struct pollfd kp = { .fd = fd, .events = POLLIN };
+        if (real_poll(&kp, 1, 0) == 1)
+            return real_recvfrom(fd, buf, len, flags | MSG_DONTWAIT, sa, sl);
+        if (nb)
+            return set_errno(-EAGAIN);
+        int rc = preload_block(p, EPOLLIN, p->rcvtimeo_ms, fd);
         if (rc < 0)
             return set_errno(rc);
     }
@@ -592,7 +605,7 @@ ssize_t pre_sendmsg(int fd, const struct msghdr *m, int flags)
     if (!p || p->kind == PFD_EPOLL)
         return real_sendmsg(fd, m, flags);
     if (p->kind == PFD_UDP)
-        return udp_sendv(p, m->msg_iov, (int)m->msg_iovlen, m->msg_name, m->msg_namelen);
+        return udp_sendv(fd, p, m->msg_iov, (int)m->msg_iovlen, m->msg_name, m->msg_namelen, flags);
     return tcp_send(p, m->msg_iov, (int)m->msg_iovlen, flags);
 }
 
@@ -603,7 +616,7 @@ ssize_t pre_sendto(int fd, const void *buf, size_t n, int flags, const struct so
         return real_sendto(fd, buf, n, flags, sa, sl);
     struct iovec v = { (void *)buf, n };
     if (p->kind == PFD_UDP)
-        return udp_sendv(p, &v, 1, sa, sl);
+        return udp_sendv(fd, p, &v, 1, sa, sl, flags);
     return tcp_send(p, &v, 1, flags);
 }
 
@@ -629,7 +642,7 @@ ssize_t pre_writev(int fd, const struct iovec *iov, int n)
     if (!p || p->kind == PFD_EPOLL)
         return real_writev(fd, iov, n);
     if (p->kind == PFD_UDP)
-        return udp_sendv(p, iov, n, NULL, 0);
+        return udp_sendv(fd, p, iov, n, NULL, 0, 0);
     return tcp_send(p, iov, n, 0);
 }
 
@@ -639,7 +652,7 @@ ssize_t pre_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa
     if (!p || p->kind == PFD_EPOLL)
         return real_recvfrom(fd, buf, n, flags, sa, sl);
     if (p->kind == PFD_UDP)
-        return udp_recv(p, buf, n, flags, sa, sl, NULL);
+        return udp_recv(fd, p, buf, n, flags, sa, sl, NULL);
     ssize_t r = tcp_recv(p, buf, n, flags);
     if (r >= 0 && sa && sl)
         *sl = 0;
@@ -696,7 +709,7 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         for (size_t i = 0; i < m->msg_iovlen; i++)
             cap += m->msg_iov[i].iov_len;
         socklen_t nl = m->msg_namelen;
-        ssize_t r = udp_recv(p, bounce, SLIP_MIN(cap, sizeof(bounce)), flags & ~MSG_TRUNC,
+        ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, sizeof(bounce)), flags & ~MSG_TRUNC,
                              m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags);
         if (r < 0)
             return r;

@@ -65,7 +65,10 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
             if (p && p->kind != PFD_EPOLL) {
                 fds[i].revents = ev_to_poll(pfd_poll(p), fds[i].events);
                 ready += fds[i].revents != 0;
-                k[nk] = (struct pollfd){ .fd = -1 };   /* placeholder keeps indices aligned */
+                /* UDP sockets and listeners also hear from this host through the kernel socket;
+                 * other slots are placeholders that keep indices aligned. */
+                bool kern = (p->kind == PFD_UDP || p->listening) && (fds[i].events & POLLIN);
+                k[nk] = (struct pollfd){ .fd = kern ? fds[i].fd : -1, .events = POLLIN };
             } else {
                 k[nk] = fds[i];
                 k[nk].revents = 0;
@@ -83,11 +86,18 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
             ret = r;
             break;
         }
-        for (nfds_t i = 0; i < n; i++)
-            if (k[i].fd >= 0) {
+        for (nfds_t i = 0; i < n; i++) {
+            if (k[i].fd < 0 || !k[i].revents)
+                continue;
+            if (pfd_get(fds[i].fd)) {
+                if (!fds[i].revents)
+                    ready++;
+                fds[i].revents |= k[i].revents & (POLLIN | POLLRDNORM);
+            } else {
                 fds[i].revents = k[i].revents;
-                ready += k[i].revents != 0;
+                ready++;
             }
+        }
         if (ready || left == 0) {
             ret = ready;
             break;
@@ -233,8 +243,8 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
             ep->cap = cap;
         }
         ep->ents[ep->n++] = (struct uepoll_ent){ .fd = fd, .events = ev->events, .data = ev->data };
-        /* A listener's kernel socket takes this host's own connections: watch it too. */
-        if (p->listening) {
+        /* A listener's (or UDP socket's) kernel socket takes this host's own traffic: watch it too. */
+        if (p->listening || p->kind == PFD_UDP) {
             struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
             real_epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev);
         }
@@ -245,7 +255,7 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         x->events = ev->events;
         x->data = ev->data;
         x->disabled = false;
-        if (p->listening) {
+        if (p->listening || p->kind == PFD_UDP) {
             struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
             real_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
         }
@@ -254,7 +264,7 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         if (!x)
             return set_errno(-ENOENT);
         *x = ep->ents[--ep->n];
-        if (p->listening)
+        if (p->listening || p->kind == PFD_UDP)
             real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
         return 0;
     }
