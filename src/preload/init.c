@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include "base/log.h"
@@ -99,6 +101,57 @@ static unsigned default_ifaces(char names[][IF_NAMESIZE], unsigned max)
     return n;
 }
 
+/* Keeps the stack going while the application computes: when nobody has polled for
+ * PROGRESS_IDLE, poll (ACKs, retransmissions, accepts, timers). Sleeps on the stack's wake fds
+ * meanwhile. One per process; re-created in a fork child (threads do not survive fork). */
+#define PROGRESS_IDLE (2 * SLIP_MSEC)
+
+static void *progress_main(void *arg)
+{
+    struct slip_stack *s = arg;
+    preload_depth = 1;          /* everything this thread calls goes straight to libc */
+    for (;;) {
+        int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
+        if (wait_ms == 0) {
+            int fds[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
+            struct pollfd pf[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
+            int n = slip_stack__wait_fds(s, fds, SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1);
+            for (int i = 0; i < n; i++)
+                pf[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+            real_poll(pf, (nfds_t)n, slip_stack__timeout_ms(s, 1000));
+            /* Let an application thread that is polling anyway take what woke us. */
+            struct timespec ts = { 0, (long)PROGRESS_IDLE };
+            nanosleep(&ts, NULL);
+        } else {
+            struct timespec ts = { wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void progress_start(void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    if (!g_pre.stack || getenv("SLIP_NO_PROGRESS_THREAD"))
+        return;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    /* The application's signals must not land on our thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_create(&t, &a, progress_main, g_pre.stack);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+}
+
+static void progress_atfork_child(void)
+{
+    progress_start();
+}
+
 struct slip_stack *preload_stack(void)
 {
     static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
@@ -126,6 +179,10 @@ struct slip_stack *preload_stack(void)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0)
         rc = slip_stack__open(&g_pre.stack, &cfg, err, sizeof(err));
+    if (rc == 0) {
+        progress_start();
+        pthread_atfork(NULL, NULL, progress_atfork_child);
+    }
     if (rc < 0) {
         g_pre.stack = NULL;
         if (g_pre.strict)

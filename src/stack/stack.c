@@ -52,6 +52,7 @@ struct slip_shm {
     struct stack_counters c;
     /* File descriptors (in all processes) that refer to each socket: the POSIX layer closes the
      * stack socket when the last one goes, wherever fork() or dup() put them. */
+    slip_time_t last_poll;      /* when any process last ran the poll loop */
     uint32_t tcp_refs[4096];
     uint32_t udp_refs[1024];
 };
@@ -551,6 +552,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
 
     env_refresh(s, now);
     s->shm->c.polls++;
+    s->shm->last_poll = now;
     if (now >= s->ctl_next) {
         ctl__process(s->ctl);
         s->ctl_next = now + CTL_POLL_INTERVAL;
@@ -601,6 +603,18 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
     s->next_deadline = next;
     slip_lock__release(&s->shm->lock);
     return next;
+}
+
+int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
+{
+    slip_time_t now = now_ns();
+    if (now - s->shm->last_poll < idle_ns)
+        return (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
+    if (!slip_lock__try(&s->shm->lock))
+        return 1;
+    s->next_deadline = poll_locked(s);
+    slip_lock__release(&s->shm->lock);
+    return 0;
 }
 
 int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)

@@ -47,6 +47,10 @@ slip_time_t slip_stack__poll(struct slip_stack *s);
 /* Sleeps until a port has frames, the control plane changed, the next deadline, or timeout_ms
  * (-1: no limit). Returns after polling once. */
 int slip_stack__wait(struct slip_stack *s, int timeout_ms);
+/* Polls only when nobody has for idle_ns and the lock is free: for a helper thread that keeps
+ * TCP going while the application computes. Returns 0 when it polled, else the milliseconds
+ * until it would be worth trying again. */
+int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns);
 /* The fds a sleeper must watch (AF_XDP sockets, netlink), and how long it may sleep given the
  * protocol deadline from the last poll. */
 int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max);
