@@ -4,6 +4,8 @@
     tcp_bulk.py recv PORT BYTES [--seed S] [--rcvbuf N]  listen, accept one, read to EOF, verify
     tcp_bulk.py serve-send PORT BYTES [--seed S]         listen, accept one, send
     tcp_bulk.py connect-recv HOST PORT BYTES [--seed S] [--rcvbuf N]   connect, read to EOF, verify
+    tcp_bulk.py gen BYTES [--seed S]                     write the stream to stdout (for pipes)
+    tcp_bulk.py check BYTES [--seed S]                   read stdin to EOF, verify like recv
 Receivers also take --pause-ms MS [--pause-every BYTES (1M)]: a slow reader, which is what
 closes the window of a small --rcvbuf (a fast reader keeps it open); a pause longer than the
 sender's RTO also makes the sender probe the zero window (persist timer).
@@ -11,6 +13,10 @@ sender's RTO also makes the sender probe the zero window (persist timer).
 BYTES takes an optional K/M/G suffix (binary: 1G = 2**30). The stream is 4 MiB chunks; chunk i is
 the seed's 4 MiB random block rotated left by (i * 2654435761) mod 4 MiB, so chunks differ and a
 receiver regenerates any offset without state (the sender sends slices of the block, no copies).
+
+gen and check put the stream through a pipe, for programs that move bytes between a pipe and a
+connection (tests/prog/tcp_tool): gen's JSON line goes to stderr (its stdout is the data) and
+holds the sha256 of what it wrote; check prints the same JSON as recv.
 
 Each run prints one JSON line on stdout:
     {"role": ..., "bytes": N, "sha256": hex, "ok": bool, "first_diff": null|offset, "seconds": s,
@@ -296,6 +302,53 @@ def do_recv(sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
     report(out, 0 if ok else 1)
 
 
+class _PipeIn:
+    """stdin with the two socket methods do_recv uses, so check shares recv's verification."""
+
+    def __init__(self, fd):
+        self._f = os.fdopen(fd, "rb", buffering=0, closefd=False)
+
+    def recv_into(self, mv):
+        return self._f.readinto(mv) or 0
+
+    def getsockopt(self, *a):
+        raise OSError("not a socket")
+
+    def close(self):
+        pass
+
+
+def do_gen(nbytes, seed):
+    """Writes the stream to stdout; the JSON report (with the sha256 of what was written) goes to
+    stderr. A reader that goes away early is a failure (exit 1)."""
+    stream = Stream(seed)
+    hasher = Hasher()
+    out = {"role": "gen"}
+    sent = 0
+    t0 = time.monotonic()
+    try:
+        i = 0
+        while sent < nbytes:
+            n = min(CHUNK, nbytes - sent)
+            view = stream.chunk(i)[:n]
+            hasher.put(view, n)
+            off = 0
+            while off < n:
+                off += os.write(1, view[off:])
+            sent += n
+            i += 1
+    except OSError as e:
+        out.update(bytes=sent, ok=False, error=str(e), seconds=round(time.monotonic() - t0, 3),
+                   sha256=hasher.hexdigest())
+        print(json.dumps(out), file=sys.stderr, flush=True)
+        sys.exit(1)
+    secs = time.monotonic() - t0
+    out.update(bytes=sent, sha256=hasher.hexdigest(), ok=True, first_diff=None,
+               seconds=round(secs, 3), mbytes_per_s=round(sent / 1e6 / max(secs, 1e-9), 1))
+    print(json.dumps(out), file=sys.stderr, flush=True)
+    sys.exit(0)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -322,7 +375,19 @@ def main(argv=None):
         p.add_argument("port", type=int)
         p.add_argument("nbytes", type=parse_bytes, metavar="BYTES")
         common(p, receiving)
+    for name in ("gen", "check"):
+        p = sub.add_parser(name)
+        p.add_argument("nbytes", type=parse_bytes, metavar="BYTES")
+        p.add_argument("--seed", type=int, default=1)
+        if name == "check":
+            p.add_argument("--stall", type=float, default=30.0,
+                           help="seconds without a byte before giving up (default 30)")
     a = ap.parse_args(argv)
+    if a.mode == "gen":
+        # Python would raise on SIGPIPE's EPIPE anyway; keep it an OSError we report.
+        do_gen(a.nbytes, a.seed)
+    if a.mode == "check":
+        do_recv(_PipeIn(0), a.nbytes, a.seed, "check", a.stall)
     rcvbuf = getattr(a, "rcvbuf", 0)
 
     if a.mode in ("send", "connect-recv"):
