@@ -18,6 +18,8 @@ struct uepoll_ent {
     uint32_t events;
     epoll_data_t data;
     bool disabled;              /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+    uint32_t bits_seen;         /* EPOLLET: readiness when last looked at */
+    uint32_t gen_seen;          /* EPOLLET: event generation when last reported */
 };
 
 /* User-space part of an epoll set: the accelerated fds in it (the kernel set holds the rest). */
@@ -25,7 +27,12 @@ struct uepoll {
     int n, cap;
     struct uepoll_ent *ents;
     bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
+    struct uepoll *next, *prev; /* every set of the process, so close() can leave them all */
 };
+
+/* close(fd): drop fd from every epoll set, as the kernel does when a file goes away. */
+void uepoll_forget_fd(int fd);
+void uepoll_free(struct uepoll *ep);
 
 struct pfd {
     uint8_t kind;

@@ -311,10 +311,10 @@ int pre_close(int fd)
     struct pfd *p = pfd_get(fd);
     if (p) {
         if (p->kind == PFD_EPOLL) {
-            free(p->ep->ents);
-            free(p->ep);
+            uepoll_free(p->ep);
             pfd_clear(fd);
         } else {
+            uepoll_forget_fd(fd);
             preload_release(fd);
         }
     }
@@ -795,16 +795,20 @@ int pre_dup2(int fd, int fd2)
 {
     if (fd == fd2)
         return real_dup2(fd, fd2);
-    if (pfd_get(fd2))
+    if (pfd_get(fd2) && pfd_get(fd2)->kind != PFD_EPOLL) {
+        uepoll_forget_fd(fd2);
         preload_release(fd2);
+    }
     int n = real_dup2(fd, fd2);
     return n < 0 ? n : dup_into(fd, n);
 }
 
 int pre_dup3(int fd, int fd2, int flags)
 {
-    if (pfd_get(fd2) && fd != fd2)
+    if (pfd_get(fd2) && fd != fd2 && pfd_get(fd2)->kind != PFD_EPOLL) {
+        uepoll_forget_fd(fd2);
         preload_release(fd2);
+    }
     int n = real_dup3(fd, fd2, flags);
     return n < 0 ? n : dup_into(fd, n);
 }

@@ -190,6 +190,30 @@ int pre_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 
 /* ---- epoll ---- */
 
+static struct uepoll *g_sets;
+
+void uepoll_forget_fd(int fd)
+{
+    for (struct uepoll *ep = g_sets; ep; ep = ep->next)
+        for (int i = 0; i < ep->n; i++)
+            if (ep->ents[i].fd == fd) {
+                ep->ents[i] = ep->ents[--ep->n];
+                break;
+            }
+}
+
+void uepoll_free(struct uepoll *ep)
+{
+    if (ep->prev)
+        ep->prev->next = ep->next;
+    else
+        g_sets = ep->next;
+    if (ep->next)
+        ep->next->prev = ep->prev;
+    free(ep->ents);
+    free(ep);
+}
+
 static int new_epoll(int epfd)
 {
     if (epfd < 0)
@@ -200,6 +224,10 @@ static int new_epoll(int epfd)
     p->ep = calloc(1, sizeof(*p->ep));
     if (!p->ep)
         return epfd;
+    p->ep->next = g_sets;
+    if (g_sets)
+        g_sets->prev = p->ep;
+    g_sets = p->ep;
     p->kind = PFD_EPOLL;
     return epfd;
 }
@@ -242,7 +270,8 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
             ep->ents = n;
             ep->cap = cap;
         }
-        ep->ents[ep->n++] = (struct uepoll_ent){ .fd = fd, .events = ev->events, .data = ev->data };
+        ep->ents[ep->n++] = (struct uepoll_ent){ .fd = fd, .events = ev->events, .data = ev->data,
+                                                 .gen_seen = UINT32_MAX };
         /* A listener's (or UDP socket's) kernel socket takes this host's own traffic: watch it too. */
         if (p->listening || p->kind == PFD_UDP) {
             struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
@@ -255,6 +284,7 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         x->events = ev->events;
         x->data = ev->data;
         x->disabled = false;
+        x->bits_seen = 0;       /* Linux re-arms readiness on EPOLL_CTL_MOD */
         if (p->listening || p->kind == PFD_UDP) {
             struct epoll_event kev = { .events = EPOLLIN, .data = ev->data };
             real_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
@@ -290,10 +320,19 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
         if (x->disabled || !p)
             continue;
         unsigned bits = pfd_poll(p) & (x->events | EPOLLERR | EPOLLHUP);
+        if (x->events & EPOLLET) {
+            /* Edge-triggered: report a bit that was not set when we last looked, or any ready bit
+             * after a new event on the socket (more data, more space, a state change). */
+            uint32_t gen = (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                               ? slip_sock__evgen(g_pre.stack, p->kind == PFD_TCP, p->sock) : 0;
+            bool fire = (bits & ~x->bits_seen) || (bits && gen != x->gen_seen);
+            x->bits_seen = bits;
+            if (!fire)
+                continue;
+            x->gen_seen = gen;
+        }
         if (!bits)
             continue;
-        /* Edge-triggered entries are reported like level-triggered ones: an application that
-         * reads until EAGAIN (what EPOLLET requires of it) sees no difference but an extra wakeup. */
         out[n].events = bits;
         out[n].data = x->data;
         n++;

@@ -27,7 +27,7 @@ bool slip_lock__try(struct slip_lock *l)
     uint32_t expect = 0;
     if (!atomic_compare_exchange_strong_explicit(&l->word, &expect, 1, memory_order_acquire, memory_order_relaxed))
         return false;
-    l->owner_pid = (uint32_t)getpid();
+    /* the caller records owner_pid: getpid() is a syscall */
     return true;
 }
 
@@ -35,7 +35,7 @@ void slip_lock__acquire(struct slip_lock *l)
 {
     uint32_t c = 0;
     if (atomic_compare_exchange_strong_explicit(&l->word, &c, 1, memory_order_acquire, memory_order_relaxed)) {
-        l->owner_pid = (uint32_t)getpid();
+        /* the caller records owner_pid: getpid() is a syscall */
         return;
     }
     l->contended++;
@@ -45,7 +45,7 @@ void slip_lock__acquire(struct slip_lock *l)
         futex_wait(&l->word, 2);
         c = atomic_exchange_explicit(&l->word, 2, memory_order_acquire);
     }
-    l->owner_pid = (uint32_t)getpid();
+    /* the caller records owner_pid: getpid() is a syscall */
 }
 
 void slip_lock__release(struct slip_lock *l)

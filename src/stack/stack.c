@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <pthread.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -53,7 +54,9 @@ struct slip_shm {
     /* File descriptors (in all processes) that refer to each socket: the POSIX layer closes the
      * stack socket when the last one goes, wherever fork() or dup() put them. */
     slip_time_t last_poll;      /* when any process last ran the poll loop */
+    uint32_t last_holder;       /* pid that held the lock last */
     uint32_t tcp_refs[4096];
+    uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
     uint32_t udp_refs[1024];
 };
 
@@ -102,6 +105,34 @@ struct tcp_res {
 };
 
 #define SLIP_TCP_MAX_CONNS 4096
+
+/* This process's pid, cached (glibc no longer does) and updated in fork children. */
+static pid_t g_pid;
+
+static void pid_refresh(void)
+{
+    g_pid = getpid();
+}
+
+/* Takes the stack lock. When another process held it last, the rings' cached indices in this
+ * process are stale: reload them (see xsk_port__resync). */
+static void stack_lock(struct slip_stack *s)
+{
+    slip_lock__acquire(&s->shm->lock);
+    s->shm->lock.owner_pid = (uint32_t)g_pid;
+    if (s->shm->last_holder != (uint32_t)g_pid) {
+        for (unsigned i = 0; i < s->nifs; i++)
+            for (unsigned q = 0; q < s->ifs[i].nq; q++)
+                if (s->ifs[i].ports[q])
+                    xsk_port__resync(s->ifs[i].ports[q]);
+        s->shm->last_holder = (uint32_t)g_pid;
+    }
+}
+
+static void stack_unlock(struct slip_stack *s)
+{
+    slip_lock__release(&s->shm->lock);
+}
 
 static slip_time_t now_ns(void)
 {
@@ -197,6 +228,12 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
 
     if (!s)
         return -ENOMEM;
+    static bool atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, pid_refresh);
+        atfork_done = true;
+    }
+    pid_refresh();
     s->cfg = *cfg;
     s->epfd = -1;
     s->arena.memfd = -1;
@@ -571,9 +608,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
     }
     slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
     next = SLIP_MIN(next, ip_neigh__service(&s->env));
-    /* Nobody sleeps on a connection yet (the POSIX layer will): drain the wake list. */
-    while (tcp__next_wakeup(s->tcp) != SLIP_NIL)
+    /* The engine's wake list tells which connections had an event: count them per connection,
+     * which is what edge-triggered epoll reports. */
+    for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
+        if (w < SLIP_TCP_MAX_CONNS)
+            s->shm->tcp_evgen[w]++;
+    }
     if (s->tres_pending)
         tcp_res_reap(s);
     if (s->fault.nheld) {
@@ -598,10 +639,10 @@ static slip_time_t poll_locked(struct slip_stack *s)
 
 slip_time_t slip_stack__poll(struct slip_stack *s)
 {
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     slip_time_t next = poll_locked(s);
     s->next_deadline = next;
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return next;
 }
 
@@ -612,8 +653,14 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
         return (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
     if (!slip_lock__try(&s->shm->lock))
         return 1;
+    if (s->shm->last_holder != (uint32_t)g_pid) {
+        for (unsigned i = 0; i < s->nifs; i++)
+            for (unsigned q = 0; q < s->ifs[i].nq; q++)
+                xsk_port__resync(s->ifs[i].ports[q]);
+        s->shm->last_holder = (uint32_t)g_pid;
+    }
     s->next_deadline = poll_locked(s);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return 0;
 }
 
@@ -642,9 +689,9 @@ int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst)
 {
     struct ctl_nexthop nh;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     bool ok = ctl_tables__route(s->ctl_t, dst, &nh) == 0 && nh.type == RTN_UNICAST;
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     if (!ok)
         return false;
     for (unsigned i = 0; i < s->nifs; i++)
@@ -658,11 +705,18 @@ bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)
     if (addr == 0)
         return true;
     bool ok = false;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     for (unsigned i = 0; i < s->nifs && !ok; i++)
         ok = ctl_tables__is_local(s->ctl_t, addr, s->ifs[i].ifindex);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return ok;
+}
+
+uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
+{
+    if (tcp)
+        return __atomic_load_n(&s->shm->tcp_evgen[sock], __ATOMIC_RELAXED);
+    return (uint32_t)s->udp->socks[sock].rx_datagrams;
 }
 
 uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta)
@@ -756,17 +810,17 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
 void slip_stack__dump(struct slip_stack *s, FILE *f)
 {
     struct counter_sink k = { .f = f };
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     walk_counters(s, &k);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
 }
 
 int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out)
 {
     struct counter_sink k = { .want = name, .out = out };
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     walk_counters(s, &k);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return k.found ? 0 : -ENOENT;
 }
 
@@ -779,9 +833,9 @@ static bool sock_ok(struct slip_stack *s, int sock)
 
 int slip_udp__open(struct slip_stack *s)
 {
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int rc = udp_sock__alloc(s->udp);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -818,7 +872,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     }
     port = ntoh16(sin.sin_port);
 
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
     if (rc == 0) {
         struct steer_key k;
@@ -833,7 +887,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
             udp_sock__alloc(s->udp);    /* hands back the same slot: the caller's handle stays open */
         }
     }
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     if (rc < 0) {
         if (app_kfd < 0)
             close(kfd);
@@ -855,10 +909,10 @@ int slip_udp__so_error(struct slip_stack *s, int sock)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int e = s->udp->socks[sock].so_error;
     s->udp->socks[sock].so_error = 0;
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return e;
 }
 
@@ -882,9 +936,9 @@ int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
         if (rc < 0)
             return rc;
     }
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int rc = udp_sock__connect(s->udp, (slip_idx_t)sock, addr, port);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -906,7 +960,7 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
         if (rc < 0)
             return rc;
     }
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
     if (rc == -ENOBUFS) {
@@ -917,7 +971,7 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
         rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
     }
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -931,9 +985,9 @@ ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     ssize_t rc = udp_sock__recv(s->udp, &s->pool, (slip_idx_t)sock, buf, len, src, sport, flags);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -941,7 +995,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     struct udp_sock *u = &s->udp->socks[sock];
     if (u->state == UDPS_BOUND) {
         struct steer_key k;
@@ -957,7 +1011,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
                 steer__del(s->ifs[i].steer, &k);
     }
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     if (s->kfd[sock] >= 0) {
         close(s->kfd[sock]);
         s->kfd[sock] = -1;
@@ -1002,11 +1056,11 @@ static void tcp_res_take(struct slip_stack *s, int c)
 
 int slip_tcp__open(struct slip_stack *s)
 {
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int c = tcp_conn__open(s->tcp);
     if (c >= 0)
         tcp_res_take(s, c);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return c;
 }
 
@@ -1043,7 +1097,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     int kfd = app_kfd >= 0 ? adopt_kfd(app_kfd, addr, &port) : kernel_reserve_tcp(addr, &port);
     if (kfd < 0)
         return kfd;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     struct tcp_res *r = &s->tres[sock];
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
     if (rc == 0) {
@@ -1057,7 +1111,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
             kfd = -1;
         }
     }
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     if (rc < 0 && kfd >= 0)
         close(kfd);
     return rc;
@@ -1067,7 +1121,7 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
 {
     if (!tsock_ok(s, listener))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
     if (c >= 0) {
         tcp_res_take(s, c);
@@ -1076,7 +1130,7 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
         if (rport)
             *rport = s->tcp->conns[c].rport;
     }
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return c;
 }
 
@@ -1089,11 +1143,11 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     if (rc < 0)
         return rc;
     uint16_t lport = 0;
@@ -1101,7 +1155,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     if (kfd < 0)
         return kfd;
 
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     struct tcp_res *r = &s->tres[sock];
     r->kfd = kfd;
@@ -1117,7 +1171,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     if (rc < 0 && rc != -EINPROGRESS)
         tcp_res_release(s, r);
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1126,11 +1180,11 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     if (!tsock_ok(s, sock))
         return -EBADF;
     struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1, more ? TCP_SEND_MORE : 0);
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1138,11 +1192,11 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     ssize_t rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
     ip_output__flush(&s->env);     /* a window update may have been sent */
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1150,11 +1204,11 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1162,7 +1216,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     struct tcp_conn *c = &s->tcp->conns[sock];
     struct tcp_res *r = &s->tres[sock];
@@ -1208,7 +1262,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
         }
     }
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return 0;
 }
 
@@ -1223,9 +1277,9 @@ int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int rc = tcp_conn__info(s->tcp, (slip_idx_t)sock, out);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1252,9 +1306,9 @@ int slip_tcp__so_error(struct slip_stack *s, int sock)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     int rc = tcp_conn__so_error(s->tcp, (slip_idx_t)sock);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1262,11 +1316,11 @@ int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     env_refresh(s, now_ns());
     int rc = tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
     ip_output__flush(&s->env);
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
     return rc;
 }
 
@@ -1284,7 +1338,7 @@ void slip_tcp__dump(struct slip_stack *s, FILE *f)
     static const char *const names[] = { "CLOSED", "LISTEN", "SYN_SENT", "SYN_RECEIVED", "ESTABLISHED",
                                          "CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2",
                                          "TIME_WAIT" };
-    slip_lock__acquire(&s->shm->lock);
+    stack_lock(s);
     for (uint32_t i = 0; i < s->tcp->high_water; i++) {
         struct tcp_conn_info in;
         if (s->tcp->conns[i].state == TCPS_CLOSED || tcp_conn__info(s->tcp, i, &in) < 0)
@@ -1299,5 +1353,5 @@ void slip_tcp__dump(struct slip_stack *s, FILE *f)
                 (unsigned long long)in.st.retransmits, (unsigned long long)in.st.bytes_in,
                 (unsigned long long)in.st.bytes_out);
     }
-    slip_lock__release(&s->shm->lock);
+    stack_unlock(s);
 }

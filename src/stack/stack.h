@@ -59,6 +59,8 @@ int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
 /* True when addr is 0 or an address of one of the stack's interfaces. */
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
+/* A number that changes whenever something happened on the socket (data, space, state). */
+uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
 /* Adds delta to the count of file descriptors (in every process) referring to a socket. */
 uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta);
 /* Prints every counter of the stack as `group.name value` lines. */

@@ -607,3 +607,28 @@ int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out)
         out->tx_ring_empty_descs = ks.tx_ring_empty_descs;
     return 0;
 }
+
+/* The rings are shared mappings, but libxdp keeps cached copies of the producer and consumer
+ * indices in each process's ring structs. After another process (a fork child) used the rings,
+ * those copies are stale: a consumer would read descriptors already consumed, a producer would
+ * overwrite entries in use. Reloading them from the shared indices makes the rings safe to pass
+ * between processes under the stack lock. */
+static void resync_cons(struct xsk_ring_cons *r)
+{
+    r->cached_prod = __atomic_load_n(r->producer, __ATOMIC_ACQUIRE);
+    r->cached_cons = __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
+}
+
+static void resync_prod(struct xsk_ring_prod *r)
+{
+    r->cached_prod = __atomic_load_n(r->producer, __ATOMIC_ACQUIRE);
+    r->cached_cons = __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE) + r->size;
+}
+
+void xsk_port__resync(struct xsk_port *p)
+{
+    resync_cons(&p->rx);
+    resync_prod(&p->tx);
+    resync_prod(p->fill);
+    resync_cons(p->comp);
+}

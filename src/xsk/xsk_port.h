@@ -95,5 +95,8 @@ void xsk_port__complete(struct xsk_port *p);
 /* True when the RX ring has descriptors waiting. */
 bool xsk_port__rx_pending(const struct xsk_port *p);
 int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out);
+/* Reloads the rings' cached indices from the shared ones: call after another process that maps
+ * the same rings (a fork child or parent) may have used them. */
+void xsk_port__resync(struct xsk_port *p);
 
 #endif
