@@ -55,7 +55,11 @@
     X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int timeout), (epfd, ev, max, timeout)) \
     X(int, epoll_pwait, (int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask), \
       (epfd, ev, max, timeout, mask)) \
-    X(pid_t, fork, (void), ())
+    X(pid_t, fork, (void), ()) \
+    X(int, execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp)) \
+    X(int, execv, (const char *path, char *const argv[]), (path, argv)) \
+    X(int, execvp, (const char *file, char *const argv[]), (file, argv)) \
+    X(int, execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp))
 
 #define SLIP_DECLARE_REAL(ret, name, params, args) extern ret (*real_##name) params;
 SLIP_CALLS(SLIP_DECLARE_REAL)

@@ -67,9 +67,22 @@ void preload_init(void)
     g_pre.ready = true;
 }
 
+static void progress_start(void);
+static void progress_atfork_child(void);
+
 __attribute__((constructor)) static void preload_ctor(void)
 {
     preload_init();
+    if (getenv("SLIP_ATTACH")) {
+        preload_depth++;
+        preload_attach_inherited();
+        if (g_pre.stack) {
+            progress_start();
+            pthread_atfork(NULL, NULL, progress_atfork_child);
+        }
+        preload_depth--;
+        return;
+    }
     if (!g_pre.strict)
         return;
     preload_depth++;

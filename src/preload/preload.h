@@ -71,6 +71,9 @@ struct pfd *pfd_new(int fd);
 void pfd_clear(int fd);
 /* The stack, opened on first use; NULL when it cannot be (fallback to the kernel). */
 struct slip_stack *preload_stack(void);
+/* In a new image after exec: take over the stack and the sockets described by SLIP_ATTACH and
+ * SLIP_FDS, if any. */
+void preload_attach_inherited(void);
 /* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
 void preload_release(int fd);
 

@@ -41,6 +41,22 @@ struct stack_counters {
 #undef STACK_COUNTER_FIELD
 };
 
+#define SLIP_TCP_MAX_CONNS 4096
+
+/* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
+ * claim in the XDP program. Released when the engine is done with the connection (after
+ * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
+ * 4-tuple to someone else while segments of it are still in flight. It lives in shared memory
+ * with the connection: the kernel socket is inherited (not close-on-exec) by fork children and
+ * exec'd images, so whichever process releases it holds the same fd number. */
+struct tcp_res {
+    int kfd;
+    uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
+    uint8_t pending;            /* closed by the application, waiting for the engine */
+    be32 laddr, raddr;
+    uint16_t lport, rport;
+};
+
 /* Head of the arena. Offsets locate every region. */
 struct slip_shm {
     uint64_t magic;
@@ -57,6 +73,14 @@ struct slip_shm {
     uint32_t last_holder;       /* pid that held the lock last */
     uint32_t tcp_refs[4096];
     uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
+    struct tcp_res tres[SLIP_TCP_MAX_CONNS];
+    uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
+    int32_t udp_kfd[UDP_MAX_SOCKS];   /* kernel socket reserving each UDP socket's port */
+    /* What another process needs to attach (exec'd images): the configuration's numbers and
+     * the interfaces with their queue counts. */
+    uint32_t ring_size, burst, nifs;
+    uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
+    char ifname[SLIP_MAX_IFACES][16];
     uint32_t udp_refs[1024];
 };
 
@@ -86,25 +110,12 @@ struct slip_stack {
     slip_time_t ctl_next;
     slip_time_t next_deadline;  /* from the last poll */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
-    int kfd[UDP_MAX_SOCKS];     /* kernel socket reserving each UDP socket's port (process-local) */
+    int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
-    struct tcp_res *tres;       /* per TCP connection, process-local */
-    unsigned tres_pending;      /* closed connections whose resources wait for the engine */
+    struct tcp_res *tres;       /* shm->tres */
 };
 
-/* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
- * claim in the XDP program. Released when the engine is done with the connection (after
- * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
- * 4-tuple to someone else while segments of it are still in flight. */
-struct tcp_res {
-    int kfd;
-    uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
-    uint8_t pending;            /* closed by the application, waiting for the engine */
-    be32 laddr, raddr;
-    uint16_t lport, rport;
-};
 
-#define SLIP_TCP_MAX_CONNS 4096
 
 /* This process's pid, cached (glibc no longer does) and updated in fork children. */
 static pid_t g_pid;
@@ -237,8 +248,6 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->cfg = *cfg;
     s->epfd = -1;
     s->arena.memfd = -1;
-    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-        s->kfd[i] = -1;
     rc = fault__init(&s->fault, err, errlen);
     if (rc < 0)
         goto fail;
@@ -301,6 +310,14 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_ip = (uint64_t)o_ip;
     s->shm->off_udp = (uint64_t)o_udp;
     s->shm->off_tcp = (uint64_t)o_tcp;
+    s->shm->ring_size = cfg->ring_size;
+    s->shm->burst = cfg->burst;
+    s->shm->nifs = s->nifs;
+    for (unsigned i = 0; i < s->nifs; i++) {
+        s->shm->ifindex[i] = s->ifs[i].ifindex;
+        s->shm->nq[i] = s->ifs[i].nq;
+        snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
+    }
     slip_lock__init(&s->shm->lock);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
@@ -322,14 +339,12 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         goto fail;
     }
     tcp_shared__init(s->tcp, SLIP_TCP_MAX_CONNS, key);
-    s->tres = calloc(SLIP_TCP_MAX_CONNS, sizeof(*s->tres));
-    if (!s->tres) {
-        rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
+    s->tres = s->shm->tres;
+    s->kfd = s->shm->udp_kfd;
     for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
         s->tres[i].kfd = -1;
+    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+        s->kfd[i] = -1;
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {
@@ -401,15 +416,14 @@ void slip_stack__close(struct slip_stack *s)
 {
     if (!s)
         return;
-    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-        if (s->kfd[i] >= 0)
-            close(s->kfd[i]);
-    if (s->tres) {
+    if (s->kfd)
+        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+            if (s->kfd[i] >= 0)
+                close(s->kfd[i]);
+    if (s->tres)
         for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
             if (s->tres[i].kfd >= 0)
                 close(s->tres[i].kfd);
-        free(s->tres);
-    }
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
@@ -559,7 +573,7 @@ static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
     if (r->kfd >= 0)
         close(r->kfd);
     if (r->pending)
-        s->tres_pending--;
+        s->shm->tres_pending--;
     memset(r, 0, sizeof(*r));
     r->kfd = -1;
 }
@@ -575,7 +589,7 @@ static bool tcp_res_done(struct slip_stack *s, unsigned i)
 /* Lock held. */
 static void tcp_res_reap(struct slip_stack *s)
 {
-    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS && s->tres_pending; i++)
+    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS && s->shm->tres_pending; i++)
         if (s->tres[i].pending && tcp_res_done(s, i))
             tcp_res_release(s, &s->tres[i]);
 }
@@ -615,7 +629,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
         if (w < SLIP_TCP_MAX_CONNS)
             s->shm->tcp_evgen[w]++;
     }
-    if (s->tres_pending)
+    if (s->shm->tres_pending)
         tcp_res_reap(s);
     if (s->fault.nheld) {
         fault_release(s, false);
@@ -775,7 +789,7 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
 #define EMIT_TCP(n) emit(k, "tcp." #n, s->tcp->c.n);
     TCP_COUNTERS(EMIT_TCP)
     emit(k, "tcp.conns", s->tcp->nused);
-    emit(k, "tcp.res_pending", s->tres_pending);
+    emit(k, "tcp.res_pending", s->shm->tres_pending);
     emit(k, "pool.frames", s->pool.nframes);
     emit(k, "pool.free", s->pool.frames->count);
     emit(k, "pool.low_water", s->pool.frames->low_water);
@@ -859,7 +873,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
      * gets an ephemeral port from the kernel's own range. The application's own kernel socket
      * does it when there is one (the POSIX layer); else we make one. */
-    int kfd = app_kfd >= 0 ? app_kfd : socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int kfd = app_kfd >= 0 ? app_kfd : socket(AF_INET, SOCK_DGRAM, 0);
     if (kfd < 0)
         return -errno;
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
@@ -1030,7 +1044,7 @@ static bool tsock_ok(struct slip_stack *s, int sock)
  * ip_local_port_range) and, never listening, makes the kernel answer stray SYNs with RST. */
 static int kernel_reserve_tcp(be32 addr, uint16_t *port)
 {
-    int kfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int kfd = socket(AF_INET, SOCK_STREAM, 0);     /* inherited across exec: see struct tcp_res */
     if (kfd < 0)
         return -errno;
     int one = 1;
@@ -1064,8 +1078,9 @@ int slip_tcp__open(struct slip_stack *s)
     return c;
 }
 
-/* The application's kernel socket reserves the port; a duplicate (placed high, close-on-exec)
- * keeps the reservation while the connection outlives the application's close (TIME_WAIT). */
+/* The application's kernel socket reserves the port; a duplicate (placed high, inherited across
+ * exec like the stack itself) keeps the reservation while the connection outlives the
+ * application's close (TIME_WAIT). */
 static int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
 {
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
@@ -1079,9 +1094,9 @@ static int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
     if (getsockname(app_kfd, (struct sockaddr *)&sin, &sl) < 0)
         return -errno;
     *port = ntoh16(sin.sin_port);
-    int d = fcntl(app_kfd, F_DUPFD_CLOEXEC, 1000);
+    int d = fcntl(app_kfd, F_DUPFD, 1000);
     if (d < 0)
-        d = fcntl(app_kfd, F_DUPFD_CLOEXEC, 3);
+        d = fcntl(app_kfd, F_DUPFD, 3);
     return d < 0 ? -errno : d;
 }
 
@@ -1237,7 +1252,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
             tcp_res_claim(s, cr);
             if (!(ch->flags & TCPF_USER)) {
                 cr->pending = 1;
-                s->tres_pending++;
+                s->shm->tres_pending++;
             }
         }
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
@@ -1253,7 +1268,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         if (r->key || r->kfd >= 0) {
             r->pending = 1;
-            s->tres_pending++;
+            s->shm->tres_pending++;
             if (tcp_res_done(s, (unsigned)sock))
                 tcp_res_release(s, r);
         } else {
@@ -1354,4 +1369,133 @@ void slip_tcp__dump(struct slip_stack *s, FILE *f)
                 (unsigned long long)in.st.bytes_out);
     }
     stack_unlock(s);
+}
+
+/* ---- carrying a stack across exec ---- */
+
+static void clear_cloexec(int fd)
+{
+    int f = fcntl(fd, F_GETFD);
+    if (f >= 0)
+        fcntl(fd, F_SETFD, f & ~FD_CLOEXEC);
+}
+
+int slip_stack__export(struct slip_stack *s, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%d", s->arena.memfd);
+    clear_cloexec(s->arena.memfd);
+    for (unsigned i = 0; i < s->nifs && n < len; i++) {
+        int fds[4];
+        steer__export(s->ifs[i].steer, fds);
+        n += (size_t)snprintf(buf + n, len - n, ";%d,%d,%d,%d", fds[0], fds[1], fds[2], fds[3]);
+        for (int k = 0; k < 4; k++)
+            clear_cloexec(fds[k]);
+        for (unsigned q = 0; q < s->ifs[i].nq && n < len; q++) {
+            int fd = xsk_port__fd(s->ifs[i].ports[q]);
+            n += (size_t)snprintf(buf + n, len - n, ",%d", fd);
+            clear_cloexec(fd);
+        }
+    }
+    return n < len ? 0 : -ENOSPC;
+}
+
+int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen)
+{
+    struct slip_stack *s = calloc(1, sizeof(*s));
+    int rc = -EINVAL;
+    if (!s)
+        return -ENOMEM;
+    s->epfd = -1;
+    s->arena.memfd = -1;
+    pid_refresh();
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *save = NULL, *tok = strtok_r(buf, ";", &save);
+    if (!tok || (rc = slip_arena__attach(&s->arena, atoi(tok))) < 0) {
+        snprintf(err, errlen, "cannot map the stack's shared memory (SLIP_ATTACH=%s)", spec);
+        goto fail;
+    }
+    struct slip_arena *a = &s->arena;
+    s->shm = slip_arena__ptr(a, 0);
+    if (s->shm->magic != SLIP_SHM_MAGIC || s->shm->version != SLIP_SHM_VERSION) {
+        snprintf(err, errlen, "SLIP_ATTACH: not a slipstream stack of this version");
+        rc = -EINVAL;
+        goto fail;
+    }
+    slip_config__defaults(&s->cfg);
+    s->cfg.ring_size = s->shm->ring_size;
+    s->cfg.burst = s->shm->burst;
+    s->cfg.frame_size = s->shm->frame_size;
+    s->pool.umem = slip_arena__ptr(a, s->shm->off_umem);
+    s->pool.frames = slip_arena__ptr(a, s->shm->off_pool);
+    s->pool.meta = slip_arena__ptr(a, s->shm->off_meta);
+    s->pool.frame_size = s->shm->frame_size;
+    s->pool.nframes = s->shm->nframes;
+    s->ctl_t = slip_arena__ptr(a, s->shm->off_ctl);
+    s->ip = slip_arena__ptr(a, s->shm->off_ip);
+    s->udp = slip_arena__ptr(a, s->shm->off_udp);
+    s->tcp = slip_arena__ptr(a, s->shm->off_tcp);
+    s->tres = s->shm->tres;
+    s->kfd = s->shm->udp_kfd;
+    struct xsk_umem_area_config ucfg = {
+        .frame_size = s->shm->frame_size, .nframes = s->shm->nframes,
+        .fill_size = s->shm->ring_size, .comp_size = s->shm->ring_size,
+    };
+    if ((rc = xsk_umem_area__adopt(&s->umem, s->pool.umem, &ucfg, s->pool.frames)) < 0)
+        goto fail;
+    for (unsigned i = 0; i < s->shm->nifs; i++) {
+        struct stack_iface *f = &s->ifs[i];
+        char *ifs = strtok_r(NULL, ";", &save);
+        int v[4 + SLIP_MAX_QUEUES], nv = 0;
+        for (char *s2 = NULL, *t = ifs ? strtok_r(ifs, ",", &s2) : NULL; t && nv < 4 + SLIP_MAX_QUEUES;
+             t = strtok_r(NULL, ",", &s2))
+            v[nv++] = atoi(t);
+        if (nv != 4 + (int)s->shm->nq[i]) {
+            snprintf(err, errlen, "SLIP_ATTACH: interface %u: expected %u fds", i, 4 + s->shm->nq[i]);
+            rc = -EINVAL;
+            goto fail;
+        }
+        snprintf(f->name, sizeof(f->name), "%s", s->shm->ifname[i]);
+        f->ifindex = s->shm->ifindex[i];
+        f->nq = s->shm->nq[i];
+        if ((rc = steer__adopt(&f->steer, (int)f->ifindex, v)) < 0)
+            goto fail;
+        s->nifs++;
+        for (unsigned q = 0; q < f->nq; q++) {
+            rc = xsk_port__adopt(&f->ports[q], s->umem, v[4 + q], (int)f->ifindex, q, s->shm->ring_size,
+                                 s->shm->burst);
+            if (rc < 0) {
+                snprintf(err, errlen, "SLIP_ATTACH: cannot map the rings of %s queue %u: %s", f->name, q,
+                         strerror(-rc));
+                goto fail;
+            }
+        }
+        s->txq[i].port = f->ports[0];
+        s->txq[i].ifindex = f->ifindex;
+    }
+    /* A netlink socket of our own; the tables are shared and already filled. */
+    if ((rc = ctl__open(&s->ctl, s->ctl_t)) < 0) {
+        snprintf(err, errlen, "netlink: %s", strerror(-rc));
+        goto fail;
+    }
+    s->env.pool = &s->pool;
+    s->env.sh = s->ip;
+    s->env.ctl_t = s->ctl_t;
+    s->env.ctl = s->ctl;
+    s->env.txq = s->txq;
+    s->env.ntxq = s->nifs;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN };
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            epoll_ctl(s->epfd, EPOLL_CTL_ADD, xsk_port__fd(s->ifs[i].ports[q]), &ev);
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, ctl__fd(s->ctl), &ev);
+    /* The stack's own fds go back to close-on-exec; export clears it again when needed. */
+    fcntl(s->arena.memfd, F_SETFD, FD_CLOEXEC);
+    *out = s;
+    return 0;
+fail:
+    /* Never close inherited fds here: the stack keeps running for whoever else maps it. */
+    free(s);
+    return rc < 0 ? rc : -EINVAL;
 }

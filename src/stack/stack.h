@@ -41,6 +41,11 @@ struct slip_stack;
  * queue of every interface. On failure: negative errno and one line naming the cause in err. */
 int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen);
 void slip_stack__close(struct slip_stack *s);
+/* exec: export writes the description of the stack's fds (shared memory, XDP link and maps,
+ * AF_XDP sockets) into buf and makes those fds survive exec; attach, in the new image, takes the
+ * stack over from that description. */
+int slip_stack__export(struct slip_stack *s, char *buf, size_t len);
+int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen);
 /* Receives and processes what is waiting, runs due timers, sends what is queued. Returns the
  * next protocol deadline (CLOCK_MONOTONIC ns) or SLIP_TIME_NEVER. */
 slip_time_t slip_stack__poll(struct slip_stack *s);

@@ -476,7 +476,10 @@ void xsk_port__destroy(struct xsk_port *p)
             *pp = p->next;
             break;
         }
-    xsk_socket__delete(p->xsk);
+    if (p->xsk)
+        xsk_socket__delete(p->xsk);
+    else
+        close(p->fd);       /* adopted: the mappings go with the process */
     free(p);
 }
 
@@ -631,4 +634,89 @@ void xsk_port__resync(struct xsk_port *p)
     resync_prod(&p->tx);
     resync_prod(p->fill);
     resync_cons(p->comp);
+}
+
+/* ---- adoption by an exec'd image ------------------------------------------------------------
+ * After exec the UMEM stays registered (the kernel pins its pages, which are the memfd's) and
+ * the sockets stay bound; only this process's mappings of the rings are gone. Adoption maps the
+ * rings of an inherited, bound socket again and rebuilds the ring structs from the shared
+ * producer/consumer indices. There is no libxdp handle: such ports are closed with close(). */
+
+int xsk_umem_area__adopt(struct xsk_umem_area **out, void *mem, const struct xsk_umem_area_config *cfg,
+                         struct xsk_frame_pool *pool)
+{
+    struct xsk_umem_area *u = calloc(1, sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    u->mem = mem;
+    u->size = (uint64_t)cfg->nframes * cfg->frame_size;
+    u->cfg = *cfg;
+    u->pool = pool;         /* already initialised and in use: not reset */
+    *out = u;
+    return 0;
+}
+
+static void *map_ring(int fd, uint64_t pgoff, uint64_t desc_off, size_t entries, size_t entsz, size_t *len)
+{
+    *len = desc_off + entries * entsz;
+    void *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)pgoff);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+#define RING_FIELDS(r, m, o, n)                                         \
+    do {                                                                \
+        (r)->producer = (void *)((uint8_t *)(m) + (o).producer);       \
+        (r)->consumer = (void *)((uint8_t *)(m) + (o).consumer);       \
+        (r)->flags = (void *)((uint8_t *)(m) + (o).flags);             \
+        (r)->ring = (uint8_t *)(m) + (o).desc;                          \
+        (r)->mask = (n) - 1;                                            \
+        (r)->size = (n);                                                \
+    } while (0)
+
+int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int ifindex, uint32_t queue,
+                    uint32_t ring_size, uint32_t burst)
+{
+    struct xdp_mmap_offsets off;
+    socklen_t optlen = sizeof(off);
+    if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &optlen) < 0)
+        return -errno;
+    struct xsk_port *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    size_t lrx, ltx, lfr, lcr;
+    void *mrx = map_ring(fd, XDP_PGOFF_RX_RING, off.rx.desc, ring_size, sizeof(struct xdp_desc), &lrx);
+    void *mtx = map_ring(fd, XDP_PGOFF_TX_RING, off.tx.desc, ring_size, sizeof(struct xdp_desc), &ltx);
+    void *mfr = map_ring(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr.desc, ring_size, sizeof(uint64_t), &lfr);
+    void *mcr = map_ring(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr.desc, ring_size, sizeof(uint64_t), &lcr);
+    if (!mrx || !mtx || !mfr || !mcr) {
+        int e = errno;
+        if (mrx) munmap(mrx, lrx);
+        if (mtx) munmap(mtx, ltx);
+        if (mfr) munmap(mfr, lfr);
+        if (mcr) munmap(mcr, lcr);
+        free(p);
+        return -e;
+    }
+    p->u = u;
+    p->fd = fd;
+    p->ifindex = ifindex;
+    p->queue = queue;
+    p->burst = burst ? burst : XSK_BURST_DEFAULT;
+    p->kick_max = SLIP_MAX(XSK_KICK_MIN, ring_size / XSK_COPY_TX_BATCH + 2);
+    RING_FIELDS(&p->rx, mrx, off.rx, ring_size);
+    RING_FIELDS(&p->tx, mtx, off.tx, ring_size);
+    RING_FIELDS(&p->own_fill, mfr, off.fr, ring_size);
+    RING_FIELDS(&p->own_comp, mcr, off.cr, ring_size);
+    p->fill = &p->own_fill;
+    p->comp = &p->own_comp;
+    p->uses_umem_rings = false;
+    struct xdp_options opts = { 0 };
+    optlen = sizeof(opts);
+    if (!getsockopt(fd, SOL_XDP, XDP_OPTIONS, &opts, &optlen))
+        p->zerocopy = opts.flags & XDP_OPTIONS_ZEROCOPY;
+    xsk_port__resync(p);
+    p->next = u->ports;
+    u->ports = p;
+    *out = p;
+    return 0;
 }

@@ -25,10 +25,11 @@
 #include "bpf/steer.skel.h"
 
 struct steer {
-    struct slip_steer *skel;
+    struct slip_steer *skel;    /* NULL when adopted from another image's fds */
     int link_fd;
     int ifindex;
     bool native;
+    int fd_xsks, fd_owned, fd_counters;
 };
 
 static const char *const counter_names[STEER_C__MAX] = {
@@ -202,6 +203,9 @@ int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mo
                      strerror(-rc));
         goto out;
     }
+    s->fd_xsks = bpf_map__fd(s->skel->maps.slip_xsks);
+    s->fd_owned = bpf_map__fd(s->skel->maps.slip_owned);
+    s->fd_counters = bpf_map__fd(s->skel->maps.slip_counters);
 
     switch (mode) {
     case STEER_XDP_NATIVE:
@@ -249,8 +253,37 @@ void steer__detach(struct steer *s)
     /* Closing the last fd of the link detaches the program; the maps go with the skeleton. */
     if (s->link_fd >= 0)
         close(s->link_fd);
-    slip_steer__destroy(s->skel);
+    if (s->skel) {
+        slip_steer__destroy(s->skel);
+    } else {
+        close(s->fd_xsks);
+        close(s->fd_owned);
+        close(s->fd_counters);
+    }
     free(s);
+}
+
+void steer__export(const struct steer *s, int fds[4])
+{
+    fds[0] = s->link_fd;
+    fds[1] = s->fd_xsks;
+    fds[2] = s->fd_owned;
+    fds[3] = s->fd_counters;
+}
+
+int steer__adopt(struct steer **out, int ifindex, const int fds[4])
+{
+    struct steer *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->ifindex = ifindex;
+    s->link_fd = fds[0];
+    s->fd_xsks = fds[1];
+    s->fd_owned = fds[2];
+    s->fd_counters = fds[3];
+    s->native = true;
+    *out = s;
+    return 0;
 }
 
 int steer__ifindex(const struct steer *s)
@@ -267,8 +300,7 @@ int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd)
 {
     if (queue_id >= STEER_MAX_QUEUES)
         return -EINVAL;
-    return bpf_map__update_elem(s->skel->maps.slip_xsks, &queue_id, sizeof(queue_id), &xsk_fd,
-                                sizeof(xsk_fd), BPF_ANY);
+    return bpf_map_update_elem(s->fd_xsks, &queue_id, &xsk_fd, BPF_ANY);
 }
 
 int steer__clear_xsk(struct steer *s, uint32_t queue_id)
@@ -277,7 +309,7 @@ int steer__clear_xsk(struct steer *s, uint32_t queue_id)
 
     if (queue_id >= STEER_MAX_QUEUES)
         return -EINVAL;
-    rc = bpf_map__delete_elem(s->skel->maps.slip_xsks, &queue_id, sizeof(queue_id), 0);
+    rc = bpf_map_delete_elem(s->fd_xsks, &queue_id);
     /* Clearing an empty slot is not an error: the caller wants it empty. */
     return rc == -ENOENT ? 0 : rc;
 }
@@ -288,7 +320,7 @@ int steer__add(struct steer *s, const struct steer_key *k, const struct steer_va
 
     /* The program builds keys with zeroed padding; a caller's stray padding would never match. */
     memset(key.pad, 0, sizeof(key.pad));
-    return bpf_map__update_elem(s->skel->maps.slip_owned, &key, sizeof(key), v, sizeof(*v), BPF_ANY);
+    return bpf_map_update_elem(s->fd_owned, &key, v, BPF_ANY);
 }
 
 int steer__del(struct steer *s, const struct steer_key *k)
@@ -296,7 +328,7 @@ int steer__del(struct steer *s, const struct steer_key *k)
     struct steer_key key = *k;
 
     memset(key.pad, 0, sizeof(key.pad));
-    return bpf_map__delete_elem(s->skel->maps.slip_owned, &key, sizeof(key), 0);
+    return bpf_map_delete_elem(s->fd_owned, &key);
 }
 
 int steer__counters(struct steer *s, uint64_t *out)
@@ -312,8 +344,7 @@ int steer__counters(struct steer *s, uint64_t *out)
         return -ENOMEM;
     for (uint32_t i = 0; i < STEER_C__MAX; i++) {
         out[i] = 0;
-        rc = bpf_map__lookup_elem(s->skel->maps.slip_counters, &i, sizeof(i), vals,
-                                  (size_t)ncpu * sizeof(*vals), 0);
+        rc = bpf_map_lookup_elem(s->fd_counters, &i, vals);
         if (rc)
             break;
         for (int c = 0; c < ncpu; c++)

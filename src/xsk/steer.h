@@ -19,6 +19,10 @@ struct steer;
  * interface, missing capability, no native XDP, another XDP program already attached ...). */
 int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, char *err, size_t errlen);
 void steer__detach(struct steer *s);
+/* The fds that carry the attachment to another image (exec): link, xsks, owned, counters. */
+void steer__export(const struct steer *s, int fds[4]);
+/* Takes over those fds in a new image (no skeleton: maps are edited through their fds). */
+int steer__adopt(struct steer **out, int ifindex, const int fds[4]);
 int steer__ifindex(const struct steer *s);
 bool steer__native(const struct steer *s);
 int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd);

@@ -99,4 +99,11 @@ int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out);
  * the same rings (a fork child or parent) may have used them. */
 void xsk_port__resync(struct xsk_port *p);
 
+/* An exec'd image takes over a stack: the UMEM area over the same memory (already registered,
+ * pool already in use) and each inherited, bound AF_XDP socket fd with its rings mapped again. */
+int xsk_umem_area__adopt(struct xsk_umem_area **out, void *mem, const struct xsk_umem_area_config *cfg,
+                         struct xsk_frame_pool *pool);
+int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int ifindex, uint32_t queue,
+                    uint32_t ring_size, uint32_t burst);
+
 #endif

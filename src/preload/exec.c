@@ -1,0 +1,234 @@
+/* exec: the new image takes over the stack and the accelerated sockets it inherits. Before the
+ * exec, the stack's fds (shared memory, XDP link and maps, AF_XDP sockets) are made to survive it
+ * and described in SLIP_ATTACH, and every accelerated fd that survives is described in SLIP_FDS
+ * (fd:kind:socket:nonblock:listening). The library's constructor in the new image reads both
+ * (preload_attach_inherited). Fds that exec closes (close-on-exec) give up their reference as a
+ * close would. A failed exec undoes that. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload/preload.h"
+#include "stack/stack.h"
+
+extern char **environ;
+
+struct exec_prep {
+    char **envp;                /* malloc'd copy with our two variables, or NULL: nothing to pass */
+    char attach[600];
+    char *fds;
+    int *dropped;               /* fds whose reference was given up (close-on-exec) */
+    int ndropped;
+};
+
+static void prep_undo(struct exec_prep *x)
+{
+    for (int i = 0; i < x->ndropped; i++) {
+        struct pfd *p = pfd_get(x->dropped[i]);
+        if (p)
+            slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
+    }
+    free(x->envp);
+    free(x->fds);
+    free(x->dropped);
+}
+
+static int prep(struct exec_prep *x, char *const envp[])
+{
+    memset(x, 0, sizeof(*x));
+    struct slip_stack *s = g_pre.stack;
+    if (!s)
+        return 0;
+    size_t cap = 4096, len = 0;
+    x->fds = malloc(cap);
+    x->dropped = malloc(sizeof(int) * (size_t)g_pre.nfds);
+    if (!x->fds || !x->dropped)
+        return -ENOMEM;
+    x->fds[0] = 0;
+    for (int fd = 0; fd < g_pre.nfds; fd++) {
+        struct pfd *p = &g_pre.fds[fd];
+        if (p->kind != PFD_TCP && p->kind != PFD_UDP)
+            continue;
+        int f = real_fcntl(fd, F_GETFD);
+        if (f < 0)
+            continue;
+        if (f & FD_CLOEXEC) {
+            slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
+            x->dropped[x->ndropped++] = fd;
+            continue;
+        }
+        if (len + 64 > cap) {
+            char *n = realloc(x->fds, cap *= 2);
+            if (!n)
+                return -ENOMEM;
+            x->fds = n;
+        }
+        len += (size_t)snprintf(x->fds + len, cap - len, "%s%d:%d:%d:%d:%d", len ? ";" : "", fd, p->kind, p->sock,
+                                p->nonblock, p->listening);
+    }
+    if (slip_stack__export(s, x->attach, sizeof(x->attach)) < 0)
+        return -ENOSPC;
+    size_t n = 0;
+    for (char *const *e = envp; e && *e; e++)
+        n++;
+    x->envp = calloc(n + 3, sizeof(char *));
+    if (!x->envp)
+        return -ENOMEM;
+    size_t k = 0;
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, "SLIP_ATTACH=", 12) && strncmp(*e, "SLIP_FDS=", 9))
+            x->envp[k++] = *e;
+    static __thread char a_var[640];
+    snprintf(a_var, sizeof(a_var), "SLIP_ATTACH=%s", x->attach);
+    x->envp[k++] = a_var;
+    char *f_var = malloc(len + 16);
+    if (!f_var)
+        return -ENOMEM;
+    snprintf(f_var, len + 16, "SLIP_FDS=%s", x->fds);
+    free(x->fds);
+    x->fds = f_var;             /* freed by prep_undo */
+    x->envp[k++] = f_var;
+    x->envp[k] = NULL;
+    return 0;
+}
+
+int pre_execve(const char *path, char *const argv[], char *const envp[])
+{
+    struct exec_prep x;
+    if (prep(&x, envp) < 0 || !x.envp) {
+        prep_undo(&x);
+        return real_execve(path, argv, envp);
+    }
+    int r = real_execve(path, argv, x.envp);
+    int e = errno;
+    prep_undo(&x);
+    errno = e;
+    return r;
+}
+
+int pre_execv(const char *path, char *const argv[])
+{
+    return pre_execve(path, argv, environ);
+}
+
+int pre_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    struct exec_prep x;
+    if (prep(&x, envp) < 0 || !x.envp) {
+        prep_undo(&x);
+        return real_execvpe(file, argv, envp);
+    }
+    int r = real_execvpe(file, argv, x.envp);
+    int e = errno;
+    prep_undo(&x);
+    errno = e;
+    return r;
+}
+
+int pre_execvp(const char *file, char *const argv[])
+{
+    return pre_execvpe(file, argv, environ);
+}
+
+/* The execl family, variadic, gathered into argv. */
+static char **gather(const char *arg0, va_list ap, char ***envp_out)
+{
+    size_t n = 1, cap = 16;
+    char **argv = malloc(cap * sizeof(char *));
+    if (!argv)
+        return NULL;
+    argv[0] = (char *)arg0;
+    for (char *a; arg0 && (a = va_arg(ap, char *));) {
+        if (n + 2 > cap) {
+            char **nv = realloc(argv, (cap *= 2) * sizeof(char *));
+            if (!nv) {
+                free(argv);
+                return NULL;
+            }
+            argv = nv;
+        }
+        argv[n++] = a;
+    }
+    argv[n] = NULL;
+    if (envp_out)
+        *envp_out = va_arg(ap, char **);
+    return argv;
+}
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    char **argv = gather(arg, ap, NULL);
+    va_end(ap);
+    if (!argv)
+        return set_errno(-ENOMEM);
+    int r = execv(path, argv);
+    free(argv);
+    return r;
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    char **argv = gather(arg, ap, NULL);
+    va_end(ap);
+    if (!argv)
+        return set_errno(-ENOMEM);
+    int r = execvp(file, argv);
+    free(argv);
+    return r;
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    char **envp = NULL;
+    va_start(ap, arg);
+    char **argv = gather(arg, ap, &envp);
+    va_end(ap);
+    if (!argv)
+        return set_errno(-ENOMEM);
+    int r = execve(path, argv, envp);
+    free(argv);
+    return r;
+}
+
+void preload_attach_inherited(void)
+{
+    const char *spec = getenv("SLIP_ATTACH");
+    if (!spec || !*spec)
+        return;
+    char err[256] = "";
+    struct slip_stack *s = NULL;
+    int rc = slip_stack__attach(&s, spec, err, sizeof(err));
+    g_pre.tried = true;
+    if (rc < 0) {
+        fprintf(stderr, "slipstream: warning: cannot take over the inherited stack: %s\n", err);
+        unsetenv("SLIP_ATTACH");
+        unsetenv("SLIP_FDS");
+        return;
+    }
+    g_pre.stack = s;
+    const char *fds = getenv("SLIP_FDS");
+    char *copy = fds ? strdup(fds) : NULL;
+    for (char *save = NULL, *t = copy ? strtok_r(copy, ";", &save) : NULL; t; t = strtok_r(NULL, ";", &save)) {
+        int fd, kind, sock, nb, lis;
+        if (sscanf(t, "%d:%d:%d:%d:%d", &fd, &kind, &sock, &nb, &lis) != 5)
+            continue;
+        struct pfd *p = pfd_new(fd);
+        if (!p)
+            continue;
+        p->kind = (uint8_t)kind;
+        p->sock = sock;
+        p->nonblock = (uint8_t)nb;
+        p->listening = (uint8_t)lis;
+    }
+    free(copy);
+    unsetenv("SLIP_ATTACH");
+    unsetenv("SLIP_FDS");
+}
