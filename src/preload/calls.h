@@ -55,6 +55,12 @@
     X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int timeout), (epfd, ev, max, timeout)) \
     X(int, epoll_pwait, (int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask), \
       (epfd, ev, max, timeout, mask)) \
+    X(int, sendmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags), (fd, v, n, flags)) \
+    X(int, recvmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t), \
+      (fd, v, n, flags, t)) \
+    X(int, close_range, (unsigned int first, unsigned int last, int flags), (first, last, flags)) \
+    X(int, epoll_pwait2, (int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *m), \
+      (epfd, ev, max, t, m)) \
     X(pid_t, fork, (void), ()) \
     X(int, execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp)) \
     X(int, execv, (const char *path, char *const argv[]), (path, argv)) \

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <linux/close_range.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -872,4 +873,55 @@ pid_t pre_fork(void)
                 slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
         }
     return pid;
+}
+
+int pre_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_sendmmsg(fd, v, n, flags);
+    unsigned int i = 0;
+    for (; i < n; i++) {
+        ssize_t r = pre_sendmsg(fd, &v[i].msg_hdr, flags);
+        if (r < 0)
+            return i ? (int)i : -1;
+        v[i].msg_len = (unsigned int)r;
+    }
+    return (int)i;
+}
+
+int pre_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind == PFD_EPOLL)
+        return real_recvmmsg(fd, v, n, flags, t);
+    unsigned int i = 0;
+    for (; i < n; i++) {
+        /* The first may block (unless MSG_DONTWAIT); later ones take what is queued (Linux also
+         * returns what it has once one arrived, with MSG_WAITFORONE). */
+        int f = i ? ((flags & ~MSG_WAITFORONE) | MSG_DONTWAIT) : (flags & ~MSG_WAITFORONE);
+        ssize_t r = pre_recvmsg(fd, &v[i].msg_hdr, f);
+        if (r < 0)
+            return i ? (int)i : -1;
+        v[i].msg_len = (unsigned int)r;
+    }
+    return (int)i;
+}
+
+int pre_close_range(unsigned int first, unsigned int last, int flags)
+{
+    if (!(flags & CLOSE_RANGE_CLOEXEC))
+        for (unsigned int fd = first; fd <= last && fd < (unsigned int)g_pre.nfds; fd++) {
+            struct pfd *p = pfd_get((int)fd);
+            if (!p)
+                continue;
+            if (p->kind == PFD_EPOLL) {
+                uepoll_free(p->ep);
+                pfd_clear((int)fd);
+            } else {
+                uepoll_forget_fd((int)fd);
+                preload_release((int)fd);
+            }
+        }
+    return real_close_range(first, last, flags);
 }

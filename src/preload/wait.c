@@ -401,3 +401,14 @@ int pre_epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, cons
     errno = er;
     return r;
 }
+
+int pre_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *mask)
+{
+    struct pfd *e = pfd_get(epfd);
+    if (!e || e->kind != PFD_EPOLL || !g_pre.stack || e->ep->n == 0) {
+        int r = real_epoll_pwait2(epfd, ev, max, t, mask);
+        return r > 0 ? strip_wake(ev, r) : r;
+    }
+    int ms = t ? (int)(t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000) : -1;
+    return pre_epoll_pwait(epfd, ev, max, ms, mask);
+}
