@@ -126,12 +126,13 @@ static void *progress_main(void *arg)
     for (;;) {
         int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
         if (wait_ms == 0) {
-            int fds[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
-            struct pollfd pf[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
-            int n = slip_stack__wait_fds(s, fds, SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1);
+            int fds[SLIP_WAIT_FDS_MAX];
+            struct pollfd pf[SLIP_WAIT_FDS_MAX];
+            int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX), k = 0;
             for (int i = 0; i < n; i++)
-                pf[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-            real_poll(pf, (nfds_t)n, slip_stack__timeout_ms(s, 1000));
+                if (fds[i] != slip_stack__doorbell_fd(s))    /* our own doorbell would wake us */
+                    pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+            real_poll(pf, (nfds_t)k, slip_stack__timeout_ms(s, 1000));
             /* Let an application thread that is polling anyway take what woke us. */
             struct timespec ts = { 0, (long)PROGRESS_IDLE };
             nanosleep(&ts, NULL);
@@ -165,6 +166,18 @@ static void progress_atfork_child(void)
     progress_start();
 }
 
+/* SLIP_DUMP_AT_EXIT=1: print the stack's counters when the program exits (diagnostics). */
+static void dump_at_exit(void)
+{
+    if (g_pre.stack) {
+        preload_depth++;
+        fprintf(stderr, "slipstream: counters of pid %d:\n", (int)getpid());
+        slip_stack__dump(g_pre.stack, stderr);
+        slip_tcp__dump(g_pre.stack, stderr);
+        preload_depth--;
+    }
+}
+
 struct slip_stack *preload_stack(void)
 {
     static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
@@ -195,6 +208,9 @@ struct slip_stack *preload_stack(void)
     if (rc == 0) {
         progress_start();
         pthread_atfork(NULL, NULL, progress_atfork_child);
+        const char *d = getenv("SLIP_DUMP_AT_EXIT");
+        if (d && *d && strcmp(d, "0"))
+            atexit(dump_at_exit);
     }
     if (rc < 0) {
         g_pre.stack = NULL;

@@ -27,6 +27,7 @@ struct uepoll {
     int n, cap;
     struct uepoll_ent *ents;
     bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
+    int epfd;
     struct uepoll *next, *prev; /* every set of the process, so close() can leave them all */
 };
 
@@ -60,6 +61,11 @@ extern __thread int preload_depth;
 
 void preload_init(void);
 /* The entry for fd if it is an accelerated socket or a user-space epoll set, else NULL. */
+/* How long a sleeping application thread may sleep: the stack's deadline, and never more than
+ * PRELOAD_MAX_SLEEP_MS, a safety net for a wakeup lost to the progress thread. */
+#define PRELOAD_MAX_SLEEP_MS 100
+int preload_sleep_ms(struct slip_stack *s, int timeout_ms);
+
 static inline struct pfd *pfd_get(int fd)
 {
     if (fd < 0 || fd >= g_pre.nfds || !g_pre.fds)

@@ -95,16 +95,20 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
         /* Spin first when asked (latency profile), then sleep in the kernel. */
         if (g_pre.spin_usec > 0 && now - start < (uint64_t)g_pre.spin_usec)
             continue;
-        struct pollfd pf[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2];
-        int fds[SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1];
-        int n = slip_stack__wait_fds(s, fds, SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1);
+        struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
+        int fds[SLIP_WAIT_FDS_MAX];
+        int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX);
         for (int i = 0; i < n; i++)
             pf[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
         if (extra_fd >= 0)
             pf[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
         int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
-        int t = slip_stack__timeout_ms(s, left);
-        if (real_poll(pf, (nfds_t)n, t) < 0 && errno == EINTR)
+        int t = preload_sleep_ms(s, left);
+        slip_stack__sleepers(s, 1);
+        int pr = real_poll(pf, (nfds_t)n, t);
+        slip_stack__sleepers(s, -1);
+        slip_stack__doorbell_drain(s);
+        if (pr < 0 && errno == EINTR)
             return -EINTR;
         if (extra_fd >= 0 && (pf[n - 1].revents & POLLIN))
             return 1;

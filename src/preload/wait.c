@@ -13,7 +13,13 @@
 #include "stack/stack.h"
 
 #define WAKE_MARK 0x736c6970776b7570ull   /* epoll data of the stack's wake fds */
-#define MAX_WAKE (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 1)
+#define MAX_WAKE SLIP_WAIT_FDS_MAX
+
+int preload_sleep_ms(struct slip_stack *s, int timeout_ms)
+{
+    int t = slip_stack__timeout_ms(s, timeout_ms);
+    return (t < 0 || t > PRELOAD_MAX_SLEEP_MS) ? PRELOAD_MAX_SLEEP_MS : t;
+}
 
 static uint64_t mono_ms(void)
 {
@@ -80,8 +86,15 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
         for (int w = 0; w < nw; w++)
             k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
         int left = ready ? 0 : remaining(end);
-        int t = ready ? 0 : slip_stack__timeout_ms(s, left);
+        int t = ready ? 0 : preload_sleep_ms(s, left);
+        if (!ready && left >= 0 && t > left)
+            t = left;
+        if (t)
+            slip_stack__sleepers(s, 1);
         int r = real_poll(k, nk + (nfds_t)nw, t);
+        if (t)
+            slip_stack__sleepers(s, -1);
+        slip_stack__doorbell_drain(s);
         if (r < 0) {
             ret = r;
             break;
@@ -192,12 +205,26 @@ int pre_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 
 static struct uepoll *g_sets;
 
+/* The stack's wake fds leave a kernel set that no longer holds an accelerated fd: they would wake
+ * its sleeper for traffic it does not wait for (the progress thread keeps the stack going). */
+static void drop_wake_fds(int epfd, struct uepoll *ep)
+{
+    if (!ep->stack_fds_added || ep->n || !g_pre.stack)
+        return;
+    int wake[MAX_WAKE];
+    int nw = slip_stack__wait_fds(g_pre.stack, wake, MAX_WAKE);
+    for (int i = 0; i < nw; i++)
+        real_epoll_ctl(epfd, EPOLL_CTL_DEL, wake[i], NULL);
+    ep->stack_fds_added = false;
+}
+
 void uepoll_forget_fd(int fd)
 {
     for (struct uepoll *ep = g_sets; ep; ep = ep->next)
         for (int i = 0; i < ep->n; i++)
             if (ep->ents[i].fd == fd) {
                 ep->ents[i] = ep->ents[--ep->n];
+                drop_wake_fds(ep->epfd, ep);
                 break;
             }
 }
@@ -224,6 +251,7 @@ static int new_epoll(int epfd)
     p->ep = calloc(1, sizeof(*p->ep));
     if (!p->ep)
         return epfd;
+    p->ep->epfd = epfd;
     p->ep->next = g_sets;
     if (g_sets)
         g_sets->prev = p->ep;
@@ -296,6 +324,7 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
         *x = ep->ents[--ep->n];
         if (p->listening || p->kind == PFD_UDP)
             real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+        drop_wake_fds(epfd, ep);
         return 0;
     }
     return set_errno(-EINVAL);
@@ -373,7 +402,13 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             return n;
         }
         int left = remaining(end);
-        int r = real_epoll_wait(epfd, ev, max, slip_stack__timeout_ms(s, left));
+        int t = preload_sleep_ms(s, left);
+        if (left >= 0 && t > left)
+            t = left;
+        slip_stack__sleepers(s, 1);
+        int r = real_epoll_wait(epfd, ev, max, t);
+        slip_stack__sleepers(s, -1);
+        slip_stack__doorbell_drain(s);
         if (r < 0)
             return r;
         r = strip_wake(ev, r);

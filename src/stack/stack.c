@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <pthread.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -71,6 +72,7 @@ struct slip_shm {
      * stack socket when the last one goes, wherever fork() or dup() put them. */
     slip_time_t last_poll;      /* when any process last ran the poll loop */
     uint32_t last_holder;       /* pid that held the lock last */
+    uint32_t sleepers;          /* application threads asleep on the wait fds */
     uint32_t tcp_refs[4096];
     uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
     struct tcp_res tres[SLIP_TCP_MAX_CONNS];
@@ -109,6 +111,7 @@ struct slip_stack {
     int epfd;
     slip_time_t ctl_next;
     slip_time_t next_deadline;  /* from the last poll */
+    int doorbell;               /* eventfd: a helper thread's poll made something ready */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
@@ -116,6 +119,8 @@ struct slip_stack {
 };
 
 
+
+static void doorbell_open(struct slip_stack *s);
 
 /* This process's pid, cached (glibc no longer does) and updated in fork children. */
 static pid_t g_pid;
@@ -247,7 +252,9 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     pid_refresh();
     s->cfg = *cfg;
     s->epfd = -1;
+    s->doorbell = -1;
     s->arena.memfd = -1;
+    doorbell_open(s);
     rc = fault__init(&s->fault, err, errlen);
     if (rc < 0)
         goto fail;
@@ -428,6 +435,8 @@ void slip_stack__close(struct slip_stack *s)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
         close(s->epfd);
+    if (s->doorbell >= 0)
+        close(s->doorbell);
     if (s->fault.nheld) {
         for (unsigned i = 0; i < s->fault.nheld; i++)
             pkt__free_chain(&s->pool, s->fault.held[i].pkt);
@@ -651,13 +660,50 @@ static slip_time_t poll_locked(struct slip_stack *s)
     return next;
 }
 
+static void ring_doorbell(struct slip_stack *s)
+{
+    uint64_t one = 1;
+    if (s->doorbell >= 0 && write(s->doorbell, &one, sizeof(one)) < 0) {
+        /* saturated: the sleepers are awake anyway */
+    }
+}
+
+void slip_stack__sleepers(struct slip_stack *s, int delta)
+{
+    __atomic_add_fetch(&s->shm->sleepers, (uint32_t)delta, __ATOMIC_ACQ_REL);
+}
+
 slip_time_t slip_stack__poll(struct slip_stack *s)
 {
     stack_lock(s);
+    uint64_t before = s->shm->c.rx_frames + s->shm->c.tcp_wakeups;
     slip_time_t next = poll_locked(s);
     s->next_deadline = next;
+    /* What this poll delivered may be for a thread asleep on fds whose readiness it consumed
+     * (the AF_XDP RX ring): wake the sleepers, which look again. */
+    if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
+        __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
+        ring_doorbell(s);
     stack_unlock(s);
     return next;
+}
+
+static void doorbell_open(struct slip_stack *s)
+{
+    s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+int slip_stack__doorbell_fd(struct slip_stack *s)
+{
+    return s->doorbell;
+}
+
+void slip_stack__doorbell_drain(struct slip_stack *s)
+{
+    uint64_t v;
+    if (s->doorbell >= 0)
+        while (read(s->doorbell, &v, sizeof(v)) == sizeof(v))
+            ;
 }
 
 int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
@@ -681,6 +727,8 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
 int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
 {
     int n = 0;
+    if (s->doorbell >= 0 && n < max)
+        fds[n++] = s->doorbell;
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq && n < max; q++)
             fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
@@ -1407,6 +1455,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         return -ENOMEM;
     s->epfd = -1;
     s->arena.memfd = -1;
+    doorbell_open(s);
     pid_refresh();
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec);

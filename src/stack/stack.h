@@ -60,6 +60,14 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns);
  * protocol deadline from the last poll. */
 int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max);
 int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
+/* A sleeper woken through the wait fds clears the helper thread's doorbell (one of them). */
+void slip_stack__doorbell_drain(struct slip_stack *s);
+int slip_stack__doorbell_fd(struct slip_stack *s);
+/* An application thread about to sleep on the wait fds (+1) or back from it (-1): polls that
+ * deliver something while sleepers exist ring the doorbell. */
+void slip_stack__sleepers(struct slip_stack *s, int delta);
+/* Most fds slip_stack__wait_fds returns. */
+#define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2)
 /* True when traffic to dst leaves through one of the stack's interfaces (else: the kernel's). */
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
 /* True when addr is 0 or an address of one of the stack's interfaces. */
