@@ -42,6 +42,7 @@
 #define TCP_KEEPCNT_DEFAULT        9
 #define TCP_SYNQ_MAX       256             /* bound of half-open children per listener */
 #define TCP_SACK_MAX       16              /* scoreboard blocks (sender side) */
+#define TCP_TXMAP_MAX      128             /* transmit-time records for RACK (sender side) */
 #define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held per connection */
 #define TCP_CHALLENGE_ACK_LIMIT 1000       /* per second per tcp_shared (RFC 5961 §7) */
 
@@ -72,6 +73,7 @@
 #define TCPF_RTT_TIMING  0x00800000u   /* rt_seq/rt_time time one segment (Karn) */
 #define TCPF_SYNCOOKIE   0x01000000u   /* created from a valid SYN cookie */
 #define TCPF_DONE        0x02000000u   /* dropped (reset, timeout): both directions shut */
+#define TCPF_LOSS        0x04000000u   /* SACK connection recovering from an RTO (Linux "Loss") */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */
@@ -88,12 +90,25 @@ struct tcp_sack_block {
     uint32_t start, end;      /* [start, end) */
 };
 
-/* Counters of one connection (what `slipstream stat` shows). */
+/* RACK (RFC 8985 §5.2): when a range of sequence space was last sent. Records are sorted,
+ * disjoint and cover [SND.UNA, SND.MAX) of a SACK connection; a burst sent at one instant is
+ * one record. SACKed state comes from the scoreboard, not from here. */
+#define TXR_LOST    0x1u      /* marked lost, waiting to be retransmitted */
+#define TXR_RETRANS 0x2u      /* retransmitted at least once (RTT samples are ambiguous) */
+struct tcp_txrec {
+    uint32_t start, end;
+    uint32_t xmit_us;         /* send time, microseconds (wraps; compared as int32 differences) */
+    uint32_t flags;           /* TXR_* */
+};
+
+/* Counters of one connection (what `slipstream stat` shows). bytes_out counts each data byte
+ * once, when it is first sent; every later copy goes to retransmits/retrans_bytes. */
 struct tcp_conn_stats {
     uint64_t segs_in, segs_out, bytes_in, bytes_out, bytes_acked;
     uint64_t retransmits, retrans_bytes, rto_expiries, fast_retransmits, recoveries;
     uint64_t dupacks_in, ooo_segs, ooo_drops, rcv_drops, zero_window_probes, keepalive_probes;
     uint64_t challenge_acks, no_frame;
+    uint64_t tlp_probes, rack_lost;   /* RFC 8985: loss probes sent, segments RACK marked lost */
 };
 
 struct tcp_conn {
@@ -139,6 +154,15 @@ struct tcp_conn {
     uint32_t last_ack_sent;
 
     struct tcp_sack_block sb[TCP_SACK_MAX];   /* sender scoreboard, sorted, disjoint */
+    struct tcp_txrec txr[TCP_TXMAP_MAX];      /* RACK transmit times (tcp_rack.c) */
+    uint16_t ntxr;
+    uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
+    uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding */
+    uint32_t tlp_end;         /* RFC 8985 TLP.end_seq */
+    /* RFC 8985 §6.1 RACK.xmit_ts / end_seq / rtt / min_RTT, and the highest delivered byte. */
+    uint32_t rack_xmit_us, rack_end, rack_rtt_us, rack_min_rtt_us, rack_fack;
+    /* RFC 6937 PRR: bytes delivered and sent since recovery began, flight at its start. */
+    uint32_t prr_delivered, prr_out, prr_recover_fs;
     struct tcp_sack_block rsack[WIRE_TCP_MAX_SACK]; /* receiver: blocks we report, newest first */
 
     /* Timestamps (RFC 7323). */
@@ -170,7 +194,7 @@ struct tcp_conn {
     X(paws_drops) X(old_ack_drops) X(out_of_window) X(retransmits) X(rto_expiries) \
     X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
-    X(pmtu_reductions) X(keepalive_drops)
+    X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

@@ -411,6 +411,9 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     c->snd_q_seq = iss + 1;
     c->snd_recover = c->high_rxt = iss;
     c->snd_sml = iss;
+    c->ntxr = 0;                /* RACK state starts afresh (TIME-WAIT reuse keeps the slot) */
+    c->rack_flags = 0;
+    c->tlp_state = 0;
     c->rcv_wscale = tcp_conn__wscale(c->rcvbuf);
     c->ts_offset = tcp_ts_offset(sh, c->laddr, c->lport, c->raddr, c->rport);
     c->quickacks = TCP_QUICKACKS;

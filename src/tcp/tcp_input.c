@@ -2,7 +2,8 @@
  * function per group of states (no connection, LISTEN, SYN-SENT, the others) with the RFC's
  * numbered steps as comments. RFC 5961 hardening (RST/SYN/ACK checks, challenge ACKs), RFC 7323
  * PAWS, RFC 6191 TIME-WAIT reuse, SYN cookies, and the ACK processing that drives congestion
- * control and loss recovery (RFC 5681, RFC 6582, RFC 6675) live here too. */
+ * control and loss recovery (RFC 5681, RFC 6582, RFC 6675; RACK-TLP and PRR in tcp_rack.c) live
+ * here too. */
 #include <errno.h>
 #include <string.h>
 
@@ -97,7 +98,9 @@ static void on_dupack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn
         return;
     }
     c->dupacks++;
-    bool lost = (c->flags & TCPF_SACK_OK) && tcp_sack__is_lost(c, c->snd_una);
+    if (c->flags & TCPF_SACK_OK)
+        return;     /* tcp_rack__after_ack() decides (RFC 6675 DupThresh and RFC 8985 RACK) */
+    bool lost = false;
     /* RFC 6582 §3.2 step 2 / RFC 6675 §5: three duplicates (or SACK saying the first segment is
      * lost), unless this ACK does not cover "recover" (avoids a second reduction after RTO). */
     if ((c->dupacks >= 3 || lost) && seq_geq(c->snd_una, c->snd_recover))
@@ -124,7 +127,12 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         tcp_output__ack(env, sh, c);
         return false;
     }
-    if ((c->flags & TCPF_SACK_OK) && s->th.opts.nsack)
+    uint32_t sacked_before = tcp_sack__sacked_bytes(c), old_una = c->snd_una;
+    bool sack = (c->flags & TCPF_SACK_OK) != 0;
+    /* RFC 8985 §6.2: RACK learns from what this ACK delivers, judged against the old scoreboard. */
+    if (sack)
+        tcp_rack__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now);
+    if (sack && s->th.opts.nsack)
         newly_sacked = tcp_sack__update(c, &s->th.opts);
 
     if (seq_gt(ack, c->snd_una)) {
@@ -161,6 +169,13 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if (seq_lt(c->high_rxt, c->snd_una))
             c->high_rxt = c->snd_una;
         tcp_sack__clean(c);
+        tcp_rack__trim(c);
+        /* An ACK that stops exactly where a SACKed block begins means the receiver dropped
+         * data it had SACKed (reneging, RFC 2018 §8): the scoreboard can no longer be trusted. */
+        if (c->nsb && c->sb[0].start == c->snd_una)
+            c->nsb = 0;
+        if ((c->flags & TCPF_LOSS) && seq_geq(ack, c->snd_recover))
+            c->flags &= ~TCPF_LOSS;     /* everything sent before the RTO is acknowledged */
 
         if (c->flags & TCPF_RECOVERY) {
             if (seq_geq(ack, c->snd_recover)) {
@@ -201,6 +216,12 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
                c->snd_max != c->snd_una && (win == c->snd_wnd || newly_sacked)) {
         /* RFC 5681 §2 duplicate ACK (RFC 6675: or one carrying new SACK information). */
         on_dupack(env, sh, c);
+    }
+
+    if (sack) {
+        tcp_rack__tlp_ack(env, c, ack, &s->th.opts);
+        int64_t delivered = (int64_t)(c->snd_una - old_una) + (int64_t)tcp_sack__sacked_bytes(c) - sacked_before;
+        tcp_rack__after_ack(env, sh, c, delivered > 0 ? (uint32_t)delivered : 0);
     }
 
     /* RFC 9293 §3.10.7.4: update the send window from the newest segment only. */

@@ -1,6 +1,7 @@
 /* TCP output: what to send now (SYN, data under the send and congestion windows with Nagle, cork
- * and sender SWS avoidance, SACK-based recovery's NextSeg, FIN, owed ACKs), how the receive
- * window is advertised (receiver SWS avoidance, never shrinking), and segment building. Every
+ * and sender SWS avoidance, limited transmit, SACK recovery resending what RACK marked lost,
+ * FIN, owed ACKs), how the receive window is advertised (receiver SWS avoidance, never
+ * shrinking), and segment building. Every
  * segment, retransmissions included, is built afresh from the send queue and handed to ip/,
  * which copies it into a new frame: a frame given to the TX ring is never touched again. */
 #include <errno.h>
@@ -165,6 +166,12 @@ int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if ((c->flags & TCPF_RTT_TIMING) && seq_leq(seq, c->rt_seq) && seq_lt(c->rt_seq, seq + len + 1))
             c->flags &= ~TCPF_RTT_TIMING;
     }
+    if (rc == 0 && !(flags & (WIRE_TCP_SYN | WIRE_TCP_RST)) && (len || (flags & WIRE_TCP_FIN))) {
+        /* RFC 8985 §5.2: remember when this range left; RFC 6937: count what recovery sent. */
+        tcp_rack__sent(c, seq, seq + len + !!(flags & WIRE_TCP_FIN), env->now);
+        if (c->flags & TCPF_RECOVERY)
+            c->prr_out += len ? len : 1;
+    }
     return rc;
 }
 
@@ -261,8 +268,8 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
 
 uint32_t tcp_flight(const struct tcp_conn *c)
 {
-    if ((c->flags & TCPF_SACK_OK) && (c->flags & TCPF_RECOVERY))
-        return tcp_sack__pipe(c);
+    if ((c->flags & TCPF_SACK_OK) && (c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        return tcp_rack__pipe(c);
     return c->snd_max - c->snd_una;
 }
 
@@ -321,20 +328,30 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     uint32_t fin_seq = data_end;
     bool fin_wanted = (c->flags & TCPF_FIN_QUEUED) != 0;
     uint32_t dmss = tcp_output__data_mss(c);
-    bool sent = false;
+    bool sent = false, sent_new = false;
+    bool sack_rec = (c->flags & TCPF_SACK_OK) && (c->flags & (TCPF_RECOVERY | TCPF_LOSS));
 
     for (int guard = 0; guard < 4096; guard++) {
         uint32_t seq, len;
         bool rexmit = false;
         uint8_t flags = WIRE_TCP_ACK;
 
-        if ((c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK)) {
-            /* RFC 6675 §5 step (C): while pipe leaves room in cwnd, NextSeg. */
-            if (tcp_sack__pipe(c) + dmss > c->cwnd)
+        if (sack_rec) {
+            /* RFC 6675 §5 step (C) with RACK's marks (as Linux): while pipe leaves room in cwnd,
+             * first what is marked lost, then new data. */
+            if (tcp_rack__pipe(c) + dmss > c->cwnd)
                 break;
-            if (!tcp_sack__next_seg(c, &seq, &len, &rexmit))
+            if (tcp_rack__next_lost(c, &seq, &len)) {
+                rexmit = true;
+            } else if (seq_lt(c->snd_max, data_end) || (fin_wanted && !(c->flags & TCPF_FIN_SENT))) {
+                seq = c->snd_max;
+                len = seq_lt(seq, data_end) ? data_end - seq : 0;
+            } else {
                 break;
+            }
             len = SLIP_MIN(len, dmss);
+            if (rexmit && seq_gt(seq + len, data_end))
+                len = seq_gt(data_end, seq) ? data_end - seq : 0;   /* the rest is the FIN */
             if (!rexmit) {
                 uint32_t wend = c->snd_una + c->snd_wnd;
                 if (seq_geq(seq, wend))
@@ -349,7 +366,12 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             if (len == 0 && !(flags & WIRE_TCP_FIN))
                 break;
         } else {
-            uint32_t wnd = SLIP_MIN(c->snd_wnd, c->cwnd);
+            /* RFC 3042 limited transmit: the first two duplicate ACKs each let one new segment
+             * beyond cwnd out, so that a small window still produces DupThresh ACKs. */
+            uint32_t lt = 0;
+            if (!(c->flags & TCPF_RECOVERY) && c->dupacks && c->dupacks < 3 && c->snd_nxt == c->snd_max)
+                lt = c->dupacks * dmss;
+            uint32_t wnd = SLIP_MIN(c->snd_wnd, c->cwnd + lt);
             uint32_t inflight = c->snd_nxt - c->snd_una;
             uint32_t usable = wnd > inflight ? wnd - inflight : 0;
             seq = c->snd_nxt;
@@ -375,12 +397,12 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         uint32_t end = seq + len + ((flags & WIRE_TCP_FIN) ? 1 : 0);
         if (flags & WIRE_TCP_FIN)
             c->flags |= TCPF_FIN_SENT;
-        if (rexmit && (c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK)) {
+        if (rexmit && sack_rec) {
             c->high_rxt = seq_max(c->high_rxt, end);
         } else {
             if (seq_geq(seq, c->snd_max) && len)
                 start_rtt(env, c, seq);
-            if ((c->flags & TCPF_RECOVERY) && (c->flags & TCPF_SACK_OK))
+            if (sack_rec)
                 c->high_rxt = seq_max(c->high_rxt, end);
             if (seq_gt(end, c->snd_nxt))
                 c->snd_nxt = end;
@@ -388,8 +410,11 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         if (len && len < dmss && seq_gt(seq + len, c->snd_sml))
             c->snd_sml = seq + len;
         if (seq_gt(end, c->snd_max)) {
+            /* bytes_out counts each data byte once; resent bytes go to retrans_bytes. */
+            if (seq_gt(seq + len, c->snd_max))
+                c->st.bytes_out += seq + len - seq_max(seq, c->snd_max);
             c->snd_max = end;
-            c->st.bytes_out += len;
+            sent_new = true;
         }
         if (!tcp_timer__armed(c, TT_REXMT))
             tcp_timer__rexmt_restart(env, sh, c);
@@ -397,6 +422,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         if (flags & WIRE_TCP_FIN)
             break;
     }
+    if (sent_new)
+        tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)

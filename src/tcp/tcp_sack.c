@@ -1,6 +1,8 @@
 /* Selective acknowledgments. Receiver side (RFC 2018 §4): the blocks we report, the one holding
  * the latest out-of-order segment first. Sender side (RFC 6675): a scoreboard of SACKed ranges
- * above SND.UNA, and the IsLost / pipe / NextSeg rules that drive SACK-based loss recovery. The
+ * above SND.UNA, and the IsLost / pipe / NextSeg rules of SACK-based loss recovery (the engine
+ * uses IsLost for DupThresh; pipe and what to resend come from RACK's marks in tcp_rack.c, as in
+ * Linux, and the RFC 6675 pipe/NextSeg here remain as the tested reference). The
  * scoreboard holds TCP_SACK_MAX disjoint, sorted blocks; when it overflows the highest block is
  * forgotten, which only makes us retransmit more, never less. */
 #include "tcp/tcp_var.h"

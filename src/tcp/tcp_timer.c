@@ -102,10 +102,17 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
         c->flags &= ~TCPF_RECOVERY;
         c->snd_recover = c->snd_max;
         c->dupacks = 0;
-        /* RFC 6675 §5.1: after an RTO the SACK information may be reneged; start over. */
-        c->nsb = 0;
         c->high_rxt = c->snd_una;
-        c->snd_nxt = c->snd_una;
+        if ((c->flags & TCPF_SACK_OK) && c->ntxr && TCPS_HAVEESTABLISHED(c->state)) {
+            /* As Linux (tcp_enter_loss): keep the scoreboard (RFC 6675 §5.1 allows it), mark
+             * every unSACKed range lost and resend only those, in order, as cwnd opens. */
+            c->flags |= TCPF_LOSS;
+            tcp_rack__on_rto(c);
+        } else {
+            /* Without SACK (or with nothing recorded) go back to SND.UNA. */
+            c->nsb = 0;
+            c->snd_nxt = c->snd_una;
+        }
         /* RFC 6298 §5.7: after a backed-off RTO the estimate is suspect. */
         if (c->rxt_shift > 3) {
             c->srtt_us = 0;
@@ -143,6 +150,7 @@ static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tc
         }
         c->probes_out++;
         c->st.zero_window_probes++;
+        sh->c.zero_window_probes++;
         tcp_output__probe(env, sh, c);
     }
     if (c->persist_shift < 16)
@@ -205,6 +213,8 @@ static const timer_fn handlers[TT_NTIMERS] = {
     [TT_KEEP] = keep_expired,
     [TT_2MSL] = twomsl_expired,
     [TT_DELACK] = delack_expired,
+    [TT_REO] = tcp_rack__reo_timeout,
+    [TT_PTO] = tcp_rack__pto_timeout,
 };
 
 slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh)

@@ -4,8 +4,10 @@
  *
  * TT_REXMT   Retransmission (RFC 6298). Armed while data, SYN or FIN is outstanding. On expiry
  *            the RTO doubles (up to TCP_RTO_MAX), cwnd collapses to one segment with ssthresh
- *            set from the flight (RFC 5681 §3.1), the SACK scoreboard is forgotten and sending
- *            starts again from SND.UNA. After TCP_SYN_RETRIES (SYN states) or TCP_RETRIES2 (others)
+ *            set from the flight (RFC 5681 §3.1). With SACK the scoreboard is kept, every
+ *            unSACKed range is marked lost and only those are resent as cwnd opens (Linux's
+ *            Loss state; forgotten after a third backed-off expiry in case the peer reneged);
+ *            without SACK sending starts again from SND.UNA. After TCP_SYN_RETRIES (SYN states) or TCP_RETRIES2 (others)
  *            expiries the connection is dropped with ETIMEDOUT (or the ICMP soft error seen).
  *            It also retries output that failed for lack of frames.
  * TT_PERSIST Zero-window probing (RFC 9293 §3.8.6.1). Armed when data waits, the peer's window is
@@ -21,7 +23,14 @@
  * TT_2MSL    TIME_WAIT lasts 2*MSL (TCP_TIMEWAIT_LEN, 60 s as Linux), then the slot is freed.
  *            Also bounds FIN_WAIT_2 for a connection the application closed (TCP_FIN_TIMEOUT).
  * TT_DELACK  Delayed ACK (RFC 9293 §3.8.6.3, RFC 1122 §4.2.3.2): an ACK owed for less than two
- *            full segments is sent when this fires, TCP_DELACK_TIME (40 ms) after the data. */
+ *            full segments is sent when this fires, TCP_DELACK_TIME (40 ms) after the data.
+ * TT_REO     RACK reordering window (RFC 8985 §6.3), SACK connections only: a segment sent before
+ *            the most recently delivered one is not yet old enough to be called lost; when this
+ *            fires RACK looks again, marks what is now lost and starts recovery.
+ * TT_PTO     Tail loss probe (RFC 8985 §7), SACK connections outside recovery: 2*SRTT (+200 ms
+ *            when one segment is in flight) after the last new send or advancing ACK, one probe
+ *            (new data, else the last segment again) so that a lost tail is repaired by SACK
+ *            recovery instead of the RTO. One probe per tail; the RTO is restarted after it. */
 #ifndef SLIP_TCP_TIMER_H
 #define SLIP_TCP_TIMER_H
 
@@ -30,6 +39,8 @@
 #define TT_KEEP    2
 #define TT_2MSL    3
 #define TT_DELACK  4
-#define TT_NTIMERS 5
+#define TT_REO     5
+#define TT_PTO     6
+#define TT_NTIMERS 7
 
 #endif

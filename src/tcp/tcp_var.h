@@ -120,6 +120,31 @@ uint32_t tcp_sack__pipe(const struct tcp_conn *c);
 bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, bool *rexmit);
 uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c);
 
+/* tcp_rack.c: RACK-TLP (RFC 8985), DupThresh marking, PRR (RFC 6937) for SACK connections. */
+/* A range [seq, end) (FIN counted) was just sent: new data extends the transmit map, a
+ * retransmission gets a new send time and loses its LOST mark. */
+void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t now);
+/* Forgets records below SND.UNA. */
+void tcp_rack__trim(struct tcp_conn *c);
+/* RFC 8985 §6.2 steps 1-3 for an arriving ACK (before the scoreboard takes its blocks). */
+void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now);
+/* After an ACK: DupThresh and RACK marking, recovery entry, PRR's cwnd, the TLP timer.
+ * delivered: bytes newly acknowledged or SACKed by it. */
+void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered);
+/* Unsacked bytes in flight not marked lost. */
+uint32_t tcp_rack__pipe(const struct tcp_conn *c);
+/* The first unSACKed range marked lost (the caller bounds len by the MSS). */
+bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len);
+bool tcp_rack__has_lost(const struct tcp_conn *c);
+void tcp_rack__mark_all_lost(struct tcp_conn *c);
+/* RTO on a SACK connection: mark every unSACKed range lost, stop probes. */
+void tcp_rack__on_rto(struct tcp_conn *c);
+void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* RFC 8985 §7.4: ends a probe episode (every ACK, also duplicates that may carry a D-SACK). */
+void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o);
+
 /* tcp_isn.c */
 uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len);
 /* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey). */

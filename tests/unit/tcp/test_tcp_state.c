@@ -813,11 +813,38 @@ TEST(test_established_send_and_ack)
     st_fini(&s, true);
 }
 
+/* A single segment's tail loss probe (RFC 8985 §7.2: PTO capped by the RTO) fires just before
+ * the RTO and takes its place: no timeout, no cwnd collapse. The probe being lost too, the RTO
+ * follows one RTO later. */
+TEST(test_established_tlp_single_segment_before_rto)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    CHECK(sendstr(&s, "data", 0), ==, 4);
+    h_free_sent(&s.h);
+    uint32_t cwnd = C(&s)->cwnd;
+    slip_time_t rto = tcp_rto(C(&s));
+    advance(&s, rto - 2);
+    CHECK(s.h.nsent, ==, 0);
+    advance(&s, 1);
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    CHECK(C(&s)->cwnd, ==, cwnd);
+    advance(&s, rto + 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    CHECK(s.h.nsent, ==, 2);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    st_fini(&s, true);
+}
+
 TEST(test_established_rto_retransmit_backoff)
 {
     struct st s;
     st_init(&s);
     st_active(&s, false);
+    C(&s)->flags &= ~TCPF_SACK_OK;      /* no tail loss probe first (see the test above) */
     CHECK(sendstr(&s, "data", 0), ==, 4);
     h_free_sent(&s.h);
     slip_time_t rto = tcp_rto(C(&s));
@@ -939,6 +966,150 @@ TEST(test_established_sack_recovery_retransmits_holes_only)
     pseg(&s, WIRE_TCP_ACK, s.pseq, una + 10 * mss, NULL, 0, 1000);
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
     CHECK(C(&s)->nsb, ==, 0);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    st_fini(&s, true);
+}
+
+/* A peer ACK for una carrying one SACK block [l, r). */
+static void sack_ack(struct st *s, uint32_t una, uint32_t l, uint32_t r)
+{
+    struct tseg t = { .sport = 80, .dport = 40000, .seq = s->pseq, .ack = una, .flags = WIRE_TCP_ACK, .win = 1000 };
+    t.opts.nsack = 1;
+    t.opts.sack[0].left = l;
+    t.opts.sack[0].right = r;
+    t_feed(&s->h, s->sh, &t);
+}
+
+/* Data segments sent at seq since the last h_free_sent. */
+static unsigned sent_at(struct st *s, uint32_t seq)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->h.nsent; i++) {
+        struct tout o;
+        if (t_sent(&s->h, i, &o) && o.len && o.th.seq == seq)
+            n++;
+    }
+    return n;
+}
+
+/* RFC 8985 §6: the first retransmission of segment 0 is lost too. Once data sent after it is
+ * SACKed and an RTT has passed, RACK calls it lost and it goes again: no RTO needed. */
+TEST(test_established_rack_lost_retransmission_without_rto)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    static char big[20 * 1460];
+    memset(big, 'r', sizeof(big));
+    struct iovec iov = { big, sizeof(big) };
+    tcp_conn__send(s.env, s.sh, s.c, &iov, 1, 0);
+    h_free_sent(&s.h);
+    uint32_t mss = tcp_output__data_mss(C(&s));
+    uint32_t una = s.iss + 1;
+    CHECK(C(&s)->snd_max, ==, una + 10 * mss);
+    /* Segment 0 lost: three SACKed above it start recovery and resend it. */
+    s.env->now += 2 * SLIP_MSEC;
+    sack_ack(&s, una, una + mss, una + 4 * mss);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una), ==, 1);
+    h_free_sent(&s.h);
+    /* The rest of the window arrives; PRR lets new data out (sent after the retransmission). */
+    s.env->now += 1 * SLIP_MSEC;
+    sack_ack(&s, una, una + mss, una + 10 * mss);
+    CHECK(seq_gt(C(&s)->snd_max, una + 10 * mss), ==, 1);
+    CHECK(sent_at(&s, una), ==, 0);
+    uint32_t high = C(&s)->snd_max;
+    h_free_sent(&s.h);
+    /* That new data is SACKed two milliseconds later, the hole is still there: the
+     * retransmission was lost as well and is sent again at once. */
+    s.env->now += 2 * SLIP_MSEC;
+    sack_ack(&s, una, una + mss, high);
+    CHECK(sent_at(&s, una), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    CHECK(C(&s)->st.rack_lost, >=, 1);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, high, NULL, 0, 1000);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
+    CHECK(C(&s)->ntxr == 0 || C(&s)->txr[0].start == high, ==, 1);     /* acked records are gone */
+    tcp_conn__abort(s.env, s.sh, s.c);
+    st_fini(&s, true);
+}
+
+/* RFC 8985 §7: the last two segments of a flight are lost and no ACK will come for them; after
+ * PTO = 2*SRTT (+2 ms) the last segment is sent again as a probe, long before the RTO. */
+TEST(test_established_tlp_probes_lost_tail)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    static char big[14600];
+    memset(big, 't', sizeof(big));
+    struct iovec iov = { big, sizeof(big) };
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 5000;
+    C(&s)->rto_us = 30000;              /* below TCP_RTO_MIN: the RTO is 200 ms */
+    tcp_conn__send(s.env, s.sh, s.c, &iov, 1, 0);
+    h_free_sent(&s.h);
+    uint32_t mss = tcp_output__data_mss(C(&s));
+    uint32_t una = s.iss + 1;
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, una + 8 * mss, NULL, 0, 1000);
+    CHECK(tcp_timer__armed(C(&s), TT_PTO), ==, true);
+    h_free_sent(&s.h);
+    advance(&s, 21 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0);            /* not yet: PTO is 22 ms */
+    advance(&s, 2 * SLIP_MSEC);
+    CHECK(sent_at(&s, una + 9 * mss), ==, 1);
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    /* Only one probe per tail. */
+    h_free_sent(&s.h);
+    advance(&s, 50 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0);
+    /* The probe's SACK shows segment 8 missing: RACK/DupThresh recovery resends it. */
+    sack_ack(&s, una + 8 * mss, una + 9 * mss, una + 10 * mss);
+    advance(&s, 5 * SLIP_MSEC);
+    CHECK(sent_at(&s, una + 8 * mss), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, una + 10 * mss, NULL, 0, 1000);
+    CHECK(tcp_timer__armed(C(&s), TT_PTO), ==, false);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    st_fini(&s, true);
+}
+
+/* After an RTO the SACK scoreboard is kept (RFC 6675 §5.1 allows it, Linux does it): only the
+ * holes are sent again, not the SACKed data between them. */
+TEST(test_established_rto_keeps_sack_and_resends_holes_only)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    static char big[14600];
+    memset(big, 'k', sizeof(big));
+    struct iovec iov = { big, sizeof(big) };
+    tcp_conn__send(s.env, s.sh, s.c, &iov, 1, 0);
+    h_free_sent(&s.h);
+    uint32_t mss = tcp_output__data_mss(C(&s));
+    uint32_t una = s.iss + 1;
+    /* Segments 0 and 2..5 unSACKed; recovery resends them, and all of that is lost too. */
+    sack_ack(&s, una, una + mss, una + 2 * mss);
+    sack_ack(&s, una, una + 6 * mss, una + 10 * mss);
+    h_free_sent(&s.h);
+    uint64_t before = C(&s)->st.retransmits;
+    for (int i = 0; i < 300 && C(&s)->st.rto_expiries == 0; i++) {
+        h_free_sent(&s.h);
+        advance(&s, 10 * SLIP_MSEC);
+    }
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    CHECK(C(&s)->nsb, ==, 2);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    CHECK(sent_at(&s, una), ==, 1);     /* cwnd is one segment: the first hole */
+    /* Whatever went out since: only segments 0, 2, 3, 4 and 5 (the unSACKed ones). */
+    for (unsigned i = 0; i < s.h.nsent; i++) {
+        struct tout o;
+        if (t_sent(&s.h, i, &o) && o.len)
+            CHECK(seq_lt(o.th.seq, una + 6 * mss), ==, 1);
+    }
+    CHECK(C(&s)->st.retransmits, >, before);
     tcp_conn__abort(s.env, s.sh, s.c);
     st_fini(&s, true);
 }

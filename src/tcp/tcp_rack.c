@@ -1,0 +1,523 @@
+/* Sender loss detection for SACK connections, as Linux does it: RACK-TLP (RFC 8985) marks
+ * segments lost from transmit times (also lost retransmissions, without waiting for the RTO),
+ * the Tail Loss Probe makes a lost tail produce SACKs, DupThresh (RFC 6675) still marks the first
+ * hole, recovery retransmits what is marked, and PRR (RFC 6937) paces it. The transmit map
+ * (struct tcp_txrec) records when each range of [SND.UNA, SND.MAX) was last sent. */
+#include "tcp/tcp_var.h"
+
+#define RACKF_VALID   0x1u    /* RACK.xmit_ts holds a delivered segment */
+#define RACKF_REO     0x2u    /* RFC 8985 RACK.reordering_seen */
+#define DUPTHRESH     3
+#define TLP_WCDELACK  (200 * SLIP_MSEC)   /* RFC 8985 §7.2 WCDelAckT */
+#define TLP_MIN       (2 * SLIP_MSEC)     /* Linux TCP_TIMEOUT_MIN */
+
+static inline uint32_t now_us(slip_time_t now) { return (uint32_t)(now / SLIP_USEC); }
+static inline int32_t tdiff(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
+
+static bool sack_capable(const struct tcp_conn *c)
+{
+    return (c->flags & TCPF_SACK_OK) && TCPS_HAVEESTABLISHED(c->state) && c->state != TCPS_TIME_WAIT;
+}
+
+/* ---- the transmit map ---- */
+
+/* Bytes of [s, e) the scoreboard does not cover. */
+static uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
+{
+    uint32_t n = e - s;
+    for (unsigned i = 0; i < c->nsb; i++) {
+        uint32_t os = seq_max(c->sb[i].start, s), oe = seq_min(c->sb[i].end, e);
+        if (seq_lt(os, oe))
+            n -= oe - os;
+    }
+    return n;
+}
+
+/* Merges neighbours sent at the same time with the same flags (lossless). */
+static void coalesce(struct tcp_conn *c)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        struct tcp_txrec *r = &c->txr[i];
+        if (k && c->txr[k - 1].end == r->start && c->txr[k - 1].xmit_us == r->xmit_us &&
+            c->txr[k - 1].flags == r->flags) {
+            c->txr[k - 1].end = r->end;
+            continue;
+        }
+        c->txr[k++] = *r;
+    }
+    c->ntxr = (uint16_t)k;
+}
+
+/* Makes room for one record. When lossless merging is not enough the two oldest records become
+ * one with the later send time: loss of that range is then detected later (or by the RTO),
+ * never sooner than it should be. */
+static void make_room(struct tcp_conn *c)
+{
+    if (c->ntxr < TCP_TXMAP_MAX)
+        return;
+    coalesce(c);
+    if (c->ntxr < TCP_TXMAP_MAX)
+        return;
+    struct tcp_txrec *a = &c->txr[0], *b = &c->txr[1];
+    a->end = b->end;
+    if (tdiff(b->xmit_us, a->xmit_us) > 0)
+        a->xmit_us = b->xmit_us;
+    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & TXR_LOST);
+    for (unsigned j = 2; j < c->ntxr; j++)
+        c->txr[j - 1] = c->txr[j];
+    c->ntxr--;
+}
+
+/* Splits the record holding seq so that one starts at seq; false when there was no room. */
+static bool split_at(struct tcp_conn *c, uint32_t seq)
+{
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        struct tcp_txrec *r = &c->txr[i];
+        if (!seq_lt(r->start, seq) || !seq_lt(seq, r->end))
+            continue;
+        if (c->ntxr == TCP_TXMAP_MAX) {
+            make_room(c);
+            return split_at(c, seq);
+        }
+        for (unsigned j = c->ntxr; j > i + 1; j--)
+            c->txr[j] = c->txr[j - 1];
+        c->ntxr++;
+        c->txr[i + 1] = c->txr[i];
+        c->txr[i].end = seq;
+        c->txr[i + 1].start = seq;
+        return true;
+    }
+    return true;
+}
+
+void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t now)
+{
+    if (!(c->flags & TCPF_SACK_OK) || !seq_lt(seq, end))
+        return;
+    uint32_t t = now_us(now);
+    if (c->ntxr && seq_lt(seq, c->txr[0].start))
+        seq = c->txr[0].start;          /* already acknowledged below */
+    uint32_t tail = c->ntxr ? c->txr[c->ntxr - 1].end : seq;
+    if (c->ntxr && seq_lt(seq, tail)) {
+        /* A retransmission: the range gets the new send time and loses its LOST mark. */
+        uint32_t re = seq_min(end, tail);
+        split_at(c, seq);
+        split_at(c, re);
+        for (unsigned i = 0; i < c->ntxr; i++) {
+            struct tcp_txrec *r = &c->txr[i];
+            if (seq_geq(r->start, seq) && seq_leq(r->end, re)) {
+                r->xmit_us = t;
+                r->flags = (r->flags & ~TXR_LOST) | TXR_RETRANS;
+            }
+        }
+        coalesce(c);
+        seq = re;
+        if (!seq_lt(seq, end))
+            return;
+    }
+    if (c->ntxr && seq != tail)
+        seq = tail;                     /* keep the map contiguous */
+    struct tcp_txrec *last = c->ntxr ? &c->txr[c->ntxr - 1] : NULL;
+    if (last && last->xmit_us == t && last->flags == 0) {
+        last->end = end;
+        return;
+    }
+    make_room(c);
+    c->txr[c->ntxr++] = (struct tcp_txrec){ seq, end, t, 0 };
+}
+
+void tcp_rack__trim(struct tcp_conn *c)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        struct tcp_txrec r = c->txr[i];
+        if (seq_leq(r.end, c->snd_una))
+            continue;
+        if (seq_lt(r.start, c->snd_una))
+            r.start = c->snd_una;
+        c->txr[k++] = r;
+    }
+    c->ntxr = (uint16_t)k;
+}
+
+/* Marks [s, e) lost (records not already lost); returns unSACKed bytes newly marked. */
+static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_retrans)
+{
+    split_at(c, s);
+    split_at(c, e);
+    uint32_t n = 0;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        struct tcp_txrec *r = &c->txr[i];
+        if (seq_lt(r->start, s) || seq_gt(r->end, e) || (r->flags & TXR_LOST))
+            continue;
+        if (skip_retrans && (r->flags & TXR_RETRANS))
+            continue;
+        uint32_t u = unsacked(c, r->start, r->end);
+        if (u) {
+            r->flags |= TXR_LOST;
+            n += u;
+        }
+    }
+    coalesce(c);
+    return n;
+}
+
+void tcp_rack__mark_all_lost(struct tcp_conn *c)
+{
+    for (unsigned i = 0; i < c->ntxr; i++)
+        c->txr[i].flags |= TXR_LOST;
+    coalesce(c);
+}
+
+/* Linux's in_flight: unSACKed bytes not marked lost (a retransmitted range counts once). */
+uint32_t tcp_rack__pipe(const struct tcp_conn *c)
+{
+    uint32_t pipe = 0;
+    for (unsigned i = 0; i < c->ntxr; i++)
+        if (!(c->txr[i].flags & TXR_LOST))
+            pipe += unsacked(c, c->txr[i].start, c->txr[i].end);
+    return pipe;
+}
+
+bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
+{
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        if (!(r->flags & TXR_LOST))
+            continue;
+        uint32_t pos = r->start;
+        for (unsigned b = 0; b < c->nsb && seq_lt(pos, r->end); b++) {
+            if (seq_leq(c->sb[b].end, pos))
+                continue;
+            if (seq_geq(c->sb[b].start, r->end))
+                break;
+            if (seq_gt(c->sb[b].start, pos)) {
+                *seq = pos;
+                *len = c->sb[b].start - pos;
+                return true;
+            }
+            pos = c->sb[b].end;
+        }
+        if (seq_lt(pos, r->end)) {
+            *seq = pos;
+            *len = r->end - pos;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool tcp_rack__has_lost(const struct tcp_conn *c)
+{
+    uint32_t s, l;
+    return tcp_rack__next_lost(c, &s, &l);
+}
+
+/* ---- RACK (RFC 8985 §6.2) ---- */
+
+/* Is [xmit, end) sent after RACK.segment (RFC 8985 §6.2 RACK_sent_after)? */
+static bool sent_after(uint32_t t1, uint32_t e1, uint32_t t2, uint32_t e2)
+{
+    return tdiff(t1, t2) > 0 || (t1 == t2 && seq_gt(e1, e2));
+}
+
+static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
+{
+    return unsacked(c, s, e) == 0;
+}
+
+/* Step 1-3 for one delivered range [r->start, dend) of record r. */
+static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly)
+{
+    int32_t rtt = tdiff(t, r->xmit_us);
+    if (rtt < 0)
+        rtt = 0;
+    /* Step 2: a retransmitted segment acknowledged sooner than min_RTT was the original's
+     * delivery (ambiguous); it must not advance RACK. */
+    if ((r->flags & TXR_RETRANS) && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
+        return;
+    if (!(r->flags & TXR_RETRANS) && rtt > 0 && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
+        c->rack_min_rtt_us = (uint32_t)rtt;
+    if (!(c->rack_flags & RACKF_VALID) || sent_after(r->xmit_us, dend, c->rack_xmit_us, c->rack_end)) {
+        c->rack_xmit_us = r->xmit_us;
+        c->rack_end = dend;
+        c->rack_rtt_us = (uint32_t)rtt;
+        c->rack_flags |= RACKF_VALID;
+    }
+    /* Step 3: a never-retransmitted segment delivered below the highest delivered one was
+     * reordered, not lost. */
+    if (newly && !(r->flags & TXR_RETRANS)) {
+        if ((c->rack_flags & RACKF_VALID) && seq_lt(dend, c->rack_fack))
+            c->rack_flags |= RACKF_REO;
+    }
+    if (seq_gt(dend, c->rack_fack) || !(c->rack_flags & RACKF_VALID))
+        c->rack_fack = seq_max(c->rack_fack, dend);
+}
+
+void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now)
+{
+    if (!(c->flags & TCPF_SACK_OK) || !c->ntxr)
+        return;
+    uint32_t t = now_us(now);
+    if (!(c->rack_flags & RACKF_VALID))
+        c->rack_fack = c->snd_una;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        /* Newly cumulatively acknowledged part. */
+        if (seq_lt(r->start, ack)) {
+            uint32_t e = seq_min(r->end, ack);
+            rack_update(c, r, e, t, !fully_sacked(c, r->start, e));
+        }
+        for (unsigned k = 0; k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
+            uint32_t bs = o->sack[k].left, be = o->sack[k].right;
+            if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
+                continue;
+            uint32_t os = seq_max(bs, r->start), oe = seq_min(be, r->end);
+            if (seq_lt(os, oe))
+                rack_update(c, r, oe, t, !fully_sacked(c, os, oe));
+        }
+    }
+}
+
+/* RFC 8985 §6.2 step 4: min_RTT/4 (never above SRTT), or 0 when no reordering was seen and the
+ * sender is already in recovery or DupThresh segments are SACKed. */
+static uint32_t reo_wnd_us(const struct tcp_conn *c)
+{
+    if (!(c->rack_flags & RACKF_REO) &&
+        ((c->flags & (TCPF_RECOVERY | TCPF_LOSS)) ||
+         tcp_sack__sacked_bytes(c) >= DUPTHRESH * tcp_output__data_mss(c)))
+        return 0;
+    uint32_t w = c->rack_min_rtt_us / 4;
+    if (c->srtt_us && w > c->srtt_us)
+        w = c->srtt_us;
+    return w;
+}
+
+/* Step 5: marks lost what was sent before RACK.segment more than RTT + reo_wnd ago. Returns the
+ * microseconds until the next record becomes old enough (0 when none waits). */
+static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t t)
+{
+    if (!(c->rack_flags & RACKF_VALID))
+        return 0;
+    uint32_t reo = reo_wnd_us(c), wait = 0;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        struct tcp_txrec *r = &c->txr[i];
+        if (r->flags & TXR_LOST)
+            continue;
+        /* At one instant, originals leave in sequence order, so a lower one was sent first;
+         * a retransmission sent in that instant may have left after new data, so the clock
+         * must move on before it can be called lost. */
+        bool same = r->xmit_us == c->rack_xmit_us;
+        if (!(tdiff(c->rack_xmit_us, r->xmit_us) > 0 ||
+              (same && !(r->flags & TXR_RETRANS) && seq_lt(r->start, c->rack_end))))
+            continue;
+        uint32_t e = same ? seq_min(r->end, c->rack_end) : r->end;
+        if (!unsacked(c, r->start, e))
+            continue;
+        int32_t left = tdiff(r->xmit_us + c->rack_rtt_us + reo, t);
+        if (left > 0) {
+            wait = SLIP_MAX(wait, (uint32_t)left);
+            continue;
+        }
+        if (e != r->end && c->ntxr < TCP_TXMAP_MAX)
+            split_at(c, e);            /* only the part below RACK.end_seq is older */
+        r = &c->txr[i];
+        uint32_t n = unsacked(c, r->start, r->end);
+        r->flags |= TXR_LOST;
+        c->st.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
+        sh->c.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
+    }
+    coalesce(c);
+    return wait;
+}
+
+/* ---- recovery: entry and PRR ---- */
+
+static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+    c->ssthresh = cc->ssthresh(c, env->now);
+    c->snd_recover = c->snd_max;
+    c->high_rxt = c->snd_una;
+    c->flags |= TCPF_RECOVERY;
+    c->flags &= ~TCPF_RTT_TIMING;
+    c->prr_delivered = 0;
+    c->prr_out = 0;
+    c->prr_recover_fs = c->snd_max - c->snd_una;
+    c->tlp_state = 0;
+    tcp_timer__stop(c, TT_PTO);
+    c->st.recoveries++;
+    c->st.fast_retransmits++;
+    sh->c.fast_retransmits++;
+}
+
+/* RFC 6937 §3 with PRR-SSRB: cwnd = pipe + sndcnt, proportional while pipe > ssthresh, then
+ * slow start back up to ssthresh. The first ACK always lets one segment out (fast retransmit). */
+static void prr_update(struct tcp_conn *c, uint32_t delivered)
+{
+    uint32_t dmss = tcp_output__data_mss(c);
+    c->prr_delivered += delivered;
+    uint32_t pipe = tcp_rack__pipe(c);
+    int64_t sndcnt;
+    if (pipe > c->ssthresh) {
+        uint64_t fs = SLIP_MAX(c->prr_recover_fs, 1u);
+        sndcnt = (int64_t)(((uint64_t)c->prr_delivered * c->ssthresh + fs - 1) / fs) - c->prr_out;
+    } else {
+        int64_t limit = SLIP_MAX((int64_t)c->prr_delivered - c->prr_out, (int64_t)delivered) + dmss;
+        sndcnt = SLIP_MIN((int64_t)c->ssthresh - pipe, limit);
+    }
+    if (sndcnt < 0)
+        sndcnt = 0;
+    sndcnt = (sndcnt + dmss - 1) / dmss * dmss;      /* whole segments, as Linux counts */
+    if (c->prr_out == 0 && sndcnt < dmss)
+        sndcnt = dmss;
+    c->cwnd = pipe + (uint32_t)sndcnt;
+}
+
+void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered)
+{
+    if (!sack_capable(c) || c->snd_una == c->snd_max) {
+        tcp_timer__stop(c, TT_REO);
+        if (c->snd_una == c->snd_max)
+            tcp_timer__stop(c, TT_PTO);
+        return;
+    }
+    /* RFC 6675 §5: DupThresh duplicate ACKs, or IsLost(SND.UNA), mark the first segment lost
+     * (unless it was already retransmitted: then only RACK can call it lost again). */
+    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && seq_geq(c->snd_una, c->snd_recover) &&
+        (c->dupacks >= DUPTHRESH || tcp_sack__is_lost(c, c->snd_una))) {
+        uint32_t e = c->snd_una + tcp_output__data_mss(c);
+        if (c->nsb && seq_lt(c->sb[0].start, e))
+            e = c->sb[0].start;
+        mark_lost(c, c->snd_una, seq_min(e, c->snd_max), true);
+    }
+    uint32_t wait = rack_detect(sh, c, now_us(env->now));
+    if (wait)
+        tcp_timer__set(sh, c, TT_REO, env->now + (slip_time_t)wait * SLIP_USEC + 1);
+    else
+        tcp_timer__stop(c, TT_REO);
+    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c))
+        enter_recovery(env, sh, c);
+    if (c->flags & TCPF_RECOVERY)
+        prr_update(c, delivered);
+    tcp_rack__schedule_pto(env, sh, c);
+}
+
+void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!sack_capable(c) || c->snd_una == c->snd_max)
+        return;
+    uint32_t wait = rack_detect(sh, c, now_us(env->now));
+    if (wait)
+        tcp_timer__set(sh, c, TT_REO, env->now + (slip_time_t)wait * SLIP_USEC + 1);
+    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c)) {
+        enter_recovery(env, sh, c);
+        prr_update(c, 0);
+    }
+    tcp_output(env, sh, c);
+}
+
+void tcp_rack__on_rto(struct tcp_conn *c)
+{
+    /* RFC 8985 §6.3 / Linux tcp_enter_loss: everything not SACKed is lost; the scoreboard is kept
+     * (RFC 6675 §5.1 allows it), so only holes are resent. After repeated timeouts the peer may
+     * have reneged: then forget the SACK information and resend everything. */
+    if (c->rxt_shift > 2)
+        c->nsb = 0;
+    tcp_rack__mark_all_lost(c);
+    c->tlp_state = 0;
+    tcp_timer__stop(c, TT_PTO);
+    tcp_timer__stop(c, TT_REO);
+}
+
+/* ---- Tail Loss Probe (RFC 8985 §7) ---- */
+
+void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    /* §7.2: only outside recovery, with something outstanding, no probe already out. */
+    if (!sack_capable(c) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) || c->snd_una == c->snd_max ||
+        c->tlp_state || c->rxt_shift) {
+        tcp_timer__stop(c, TT_PTO);
+        return;
+    }
+    slip_time_t pto = c->srtt_us ? 2 * (slip_time_t)c->srtt_us * SLIP_USEC : SLIP_SEC;
+    if (c->snd_max - c->snd_una <= tcp_output__data_mss(c))
+        pto += TLP_WCDELACK;            /* the one segment may wait for a delayed ACK */
+    else
+        pto += TLP_MIN;
+    slip_time_t when = env->now + pto;
+    /* §7.2: the PTO never waits longer than the RTO would; as Linux, the probe then takes the
+     * RTO's place (it fires just before it and restarts it), so a single lost segment costs a
+     * probe instead of a timeout that collapses cwnd. */
+    if (tcp_timer__armed(c, TT_REXMT) && c->timer[TT_REXMT] <= when)
+        when = SLIP_MAX(c->timer[TT_REXMT] - 1, env->now);
+    tcp_timer__set(sh, c, TT_PTO, when);
+}
+
+void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (!sack_capable(c) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) || c->snd_una == c->snd_max ||
+        c->tlp_state)
+        return;
+    uint32_t dmss = tcp_output__data_mss(c);
+    uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+    uint32_t wend = c->snd_una + c->snd_wnd;
+    int rc = -1;
+    /* §7.3: new data if the receive window allows, else the last segment again. */
+    if (seq_lt(c->snd_max, data_end) && seq_lt(c->snd_max, wend) && !(c->flags & TCPF_FIN_SENT)) {
+        uint32_t seq = c->snd_max;
+        uint32_t len = SLIP_MIN(SLIP_MIN(dmss, data_end - seq), wend - seq);
+        uint8_t f = WIRE_TCP_ACK | (seq + len == data_end ? WIRE_TCP_PSH : 0);
+        rc = tcp_output__segment(env, sh, c, seq, len, f);
+        if (rc == 0) {
+            c->snd_max = c->snd_nxt = seq + len;
+            c->st.bytes_out += len;
+            c->tlp_state = 1;
+        }
+    } else {
+        bool fin = (c->flags & TCPF_FIN_SENT) && c->snd_max == data_end + 1;
+        uint32_t dend = fin ? c->snd_max - 1 : c->snd_max;
+        uint32_t len = SLIP_MIN(dmss, seq_gt(dend, c->snd_una) ? dend - c->snd_una : 0);
+        if (seq_lt(dend, c->snd_q_seq))
+            len = 0;
+        rc = tcp_output__segment(env, sh, c, dend - len, len, WIRE_TCP_ACK | (fin ? WIRE_TCP_FIN : 0));
+        if (rc == 0)
+            c->tlp_state = 2;
+    }
+    if (rc == 0) {
+        c->tlp_end = c->snd_max;
+        c->st.tlp_probes++;
+        sh->c.tlp_probes++;
+    }
+    tcp_timer__rexmt_restart(env, sh, c);   /* §7.3: the RTO follows the probe */
+}
+
+/* §7.4 as Linux (tcp_process_tlp_ack): a D-SACK for the probe (RFC 2883: a first block below the
+ * cumulative ACK or inside the second block) shows both copies arrived, so nothing was lost;
+ * an ACK beyond the probe without one means the probe repaired a loss, and congestion control
+ * responds once (§7.4.2). A new-data probe ends when it is acknowledged. Our own receivers send
+ * no D-SACK, so against them every repaired-or-not retransmission probe counts as a loss. */
+void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o)
+{
+    if (!c->tlp_state)
+        return;
+    if (c->tlp_state == 2 && o->nsack) {
+        uint32_t l = o->sack[0].left, r = o->sack[0].right;
+        bool dsack = seq_lt(l, r) && (seq_leq(r, ack) ||
+                     (o->nsack > 1 && seq_geq(l, o->sack[1].left) && seq_leq(r, o->sack[1].right)));
+        if (dsack && seq_gt(r, c->tlp_end - tcp_output__data_mss(c)) && seq_leq(r, c->tlp_end)) {
+            c->tlp_state = 0;
+            return;
+        }
+    }
+    if (c->tlp_state == 1 && seq_geq(ack, c->tlp_end)) {
+        c->tlp_state = 0;
+    } else if (c->tlp_state == 2 && seq_gt(ack, c->tlp_end)) {
+        if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS))) {
+            c->ssthresh = tcp_cc__get(c->cc_algo)->ssthresh(c, env->now);
+            c->cwnd = SLIP_MAX(SLIP_MIN(c->cwnd, c->ssthresh), 2 * tcp_output__data_mss(c));
+        }
+        c->tlp_state = 0;
+    }
+}
