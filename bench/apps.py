@@ -1,0 +1,667 @@
+"""Unmodified applications on the kernel and under `slipstream run`, side by side, on the two-host
+namespace testbed (a=198.18.0.1, b=198.18.0.2): nginx (keep-alive and Connection: close, wrk),
+sockperf ping-pong (UDP and TCP, both ends accelerated), redis (redis-benchmark), memcached
+(memcslap) and iperf3 (against the kernel plain and with an XDP program attached).
+
+The server runs in b pinned to CPU 1, the load generator in a pinned to CPU 0, on the kernel
+(except sockperf's client, which runs under `slipstream run` too in the slipstream configuration).
+Every measurement runs twice, configurations alternating; the table keeps each configuration's
+best run (highest rate, lowest latency and CPU), and every run is printed to stderr. Server CPU is
+the run time (schedstat) of the server's whole process tree (nginx master and worker) from /proc during the
+load generator's run; "all CPUs" is both cores' busy time from /proc/stat over the same window.
+Where a program fails under slipstream (or falls back to the kernel), its row says so.
+
+SLIP_BENCH_APPS=nginx,sockperf,redis,memcached,iperf3 (comma list) limits the run to some of them.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROUNDS = 2
+PORT_BASE = 7000
+ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3"]
+
+
+def _load_tcp():
+    """bench/tcp.py's helpers (Proc, CPU accounting, pinning), imported by path like bench/run."""
+    spec = importlib.util.spec_from_file_location("slip_bench_tcp_helpers", HERE / "tcp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+T = _load_tcp()
+Proc, cpu_pin, machine_cpu, machine_busy_s, machine_delta = (
+    T.Proc, T.cpu_pin, T.machine_cpu, T.machine_busy_s, T.machine_delta)
+
+
+def log(msg):
+    print(f"[apps] {msg}", file=sys.stderr, flush=True)
+
+
+def tree_cpu_s(root):
+    """CPU seconds of a live process and its live descendants, every thread: the sum of the
+    tasks' schedstat run times (exact), falling back to stat's utime+stime ticks."""
+    hz = os.sysconf("SC_CLK_TCK")
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    kids = {}
+    for pid, ppid in parent.items():
+        kids.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in parent:
+            continue
+        todo.extend(kids.get(pid, []))
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / hz
+                except OSError:
+                    pass
+    return total
+
+
+def fallback_line(text):
+    """The launcher's or library's 'not accelerated' warning, if the program ran on the kernel."""
+    for line in (text or "").splitlines():
+        if "slipstream" in line and ("not accelerated" in line or "error" in line.lower()):
+            return line.strip()
+    return None
+
+
+def one_line(s, n=240):
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[:n] + "..."
+
+
+class Apps:
+    def __init__(self, tb, build, quick, tmp):
+        self.tb = tb
+        self.a, self.b = tb.host("a"), tb.host("b")
+        self.slip = str(build / "slipstream")
+        self.steer_ctl = str(build / "tests" / "prog" / "steer_ctl")
+        self.quick = quick
+        self.tmp = tmp
+        self.port = PORT_BASE
+        self.steer = None
+
+    def next_port(self):
+        # A fresh port per server start: TIME_WAIT or a lingering stack of the last run cannot interfere.
+        self.port += 1
+        return self.port
+
+    # -- running things ----------------------------------------------------------------------
+    def wrap(self, cfg, cmd, profile=None, cpu=1):
+        """CMD pinned to `cpu`, under `slipstream run --iface veth0` for cfg "slip"."""
+        if cfg != "slip":
+            return [*cpu_pin(cpu), *cmd]
+        prof = ["--profile", profile] if profile else []
+        return [*cpu_pin(cpu), self.slip, "run", "--iface", "veth0", *prof, "--", *cmd]
+
+    def probe_tcp(self, port):
+        r = self.a.run(["timeout", "2", "bash", "-c", f"echo -n > /dev/tcp/{self.b.addr}/{port}"],
+                       timeout=10)
+        return r.returncode == 0
+
+    def start(self, cfg, cmd, ready, profile=None, timeout=30):
+        """Starts a server in b; `ready` is a port to probe over TCP or a predicate on output lines."""
+        full = self.wrap(cfg, cmd, profile)
+        p = Proc(self.b, full)
+        deadline = time.monotonic() + timeout
+        ok = False
+        while time.monotonic() < deadline and p.p.poll() is None:
+            if callable(ready):
+                if any(ready(l) for l in p.text("out").splitlines() + p.text("err").splitlines()):
+                    ok = True
+                    break
+                time.sleep(0.1)
+            else:
+                if self.probe_tcp(ready):
+                    ok = True
+                    break
+                time.sleep(0.2)
+        if not ok:
+            self.stop(p)
+            raise RuntimeError(f"server did not start: {shlex.join(full)}: {one_line(p.tail())}")
+        if cfg == "slip":
+            fb = fallback_line(p.text("err") + "\n" + p.text("out"))
+            if fb:
+                self.stop(p)
+                raise RuntimeError(f"ran on the kernel, not the stack: {fb}")
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM):
+        if p.p.poll() is None:
+            try:
+                p.p.send_signal(sig)
+            except ProcessLookupError:
+                pass
+        p.reap(15)
+
+    def client(self, cmd, timeout, cfg="kernel", profile=None):
+        """Runs the load generator in a (pinned to CPU 0); returns (stdout+stderr text, seconds)."""
+        full = self.wrap(cfg, cmd, profile, cpu=0)
+        t0 = time.monotonic()
+        try:
+            r = self.a.run(full, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"timed out after {timeout} s: {shlex.join(cmd)}")
+        secs = time.monotonic() - t0
+        text = (r.stdout or "") + "\n" + (r.stderr or "")
+        if r.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} exited {r.returncode}: {one_line(text[-400:])}")
+        if cfg == "slip":
+            fb = fallback_line(text)
+            if fb:
+                raise RuntimeError(f"client ran on the kernel, not the stack: {fb}")
+        return text, secs
+
+    def measured(self, server, fn):
+        """Runs fn() (the client) and returns (its result, server CPU s, all-CPU s, machine text)."""
+        c0 = tree_cpu_s(server.pid)
+        m0 = machine_cpu()
+        res = fn()
+        m1 = machine_cpu()
+        c1 = tree_cpu_s(server.pid)
+        if server.p.poll() is not None:
+            raise RuntimeError(f"server died during the run: {one_line(server.tail())}")
+        return res, c1 - c0, machine_busy_s(m0, m1), machine_delta(m0, m1)
+
+    # -- the XDP program for iperf3's "kernel (XDP attached)" ------------------------------------
+    def xdp(self, want):
+        if want and self.steer is None:
+            p = Proc(self.b, [self.steer_ctl, "--iface", self.b.ifname, "--udp", T.STEER_DUMMY_UDP],
+                     stdin=subprocess.PIPE)
+            if not p.wait_line("out", lambda l: l.startswith("attached"), 20):
+                p.p.kill()
+                p.reap(5)
+                raise RuntimeError("steer_ctl did not attach: " + one_line(p.tail()))
+            self.steer = p
+        elif not want and self.steer is not None:
+            p, self.steer = self.steer, None
+            p.p.stdin.close()
+            p.reap(10)
+        for _ in range(50):
+            out = self.b.run(["ip", "link", "show", self.b.ifname], timeout=10).stdout
+            if (re.search(r"\bxdp(generic|drv)?\b", out) is not None) == want:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"XDP on b:veth0 should be {'on' if want else 'off'}")
+
+    # -- nginx -----------------------------------------------------------------------------------
+    def nginx_conf(self, port):
+        d = pathlib.Path(tempfile.mkdtemp(prefix="nginx-", dir=self.tmp))
+        root = d / "www"
+        root.mkdir()
+        (root / "1k.bin").write_bytes(os.urandom(1024))
+        # the worker runs as "nobody": it must be able to reach and read the file
+        for path, mode in ((d, 0o755), (root, 0o755), (root / "1k.bin", 0o644)):
+            os.chmod(path, mode)
+        text = (HERE / "apps" / "nginx.conf.in").read_text()
+        for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", self.b.addr),
+                     ("@PORT@", str(port))):
+            text = text.replace(k, v)
+        conf = d / "nginx.conf"
+        conf.write_text(text)
+        return conf
+
+    def nginx(self, cfg, secs):
+        """All nginx rows of one configuration from one nginx: keep-alive 16/64/256, then close."""
+        port = self.next_port()
+        conf = self.nginx_conf(port)
+        srv = self.start(cfg, ["nginx", "-c", str(conf)], port)
+        out = {}
+        url = f"http://{self.b.addr}:{port}/1k.bin"
+        try:
+            for name, extra, conns in (("ka16", [], 16), ("ka64", [], 64), ("ka256", [], 256),
+                                       ("close", ["-H", "Connection: close"], 16)):
+                cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", *extra, url]
+                try:
+                    (text, _), cpu, allcpu, mach = self.measured(
+                        srv, lambda: self.client(cmd, timeout=secs + 60))
+                    r = parse_wrk(text)
+                    k = r["requests"] / 1000.0
+                    r.update(cpu_per_k=cpu / k, all_per_k=allcpu / k, machine=mach)
+                    out[name] = r
+                except Exception as e:  # noqa: BLE001 - one row fails, the others go on
+                    out[name] = RuntimeError(one_line(e))
+                    if srv.p.poll() is not None:
+                        break
+        finally:
+            self.stop(srv)
+        if cfg == "slip":
+            err = (conf.parent / "error.log")
+            tail = err.read_text().strip().splitlines()[-3:] if err.exists() else []
+            if tail:
+                log("nginx error.log (slip): " + " | ".join(tail))
+        return out
+
+    # -- sockperf --------------------------------------------------------------------------------
+    def sockperf(self, cfg, proto, secs):
+        port = self.next_port()
+        tcp = ["--tcp"] if proto == "tcp" else []
+        srv = self.start(cfg, ["sockperf", "sr", *tcp, "-i", self.b.addr, "-p", str(port)],
+                         lambda l: "using " in l and "to block" in l,
+                         profile="latency")
+        try:
+            cmd = ["sockperf", "pp", *tcp, "-i", self.b.addr, "-p", str(port), "-t", str(secs),
+                   "-m", "64"]
+            (text, _), cpu, allcpu, mach = self.measured(
+                srv, lambda: self.client(cmd, timeout=secs + 60, cfg=cfg, profile="latency"))
+        finally:
+            self.stop(srv, signal.SIGINT)
+        r = parse_sockperf_pp(text)
+        k = r["messages"] / 1000.0
+        r.update(cpu_per_k=cpu / k, all_per_k=allcpu / k, machine=mach)
+        return r
+
+    # -- redis -----------------------------------------------------------------------------------
+    def redis(self, cfg, n):
+        port = self.next_port()
+        srv = self.start(cfg, ["redis-server", "--bind", self.b.addr, "--port", str(port),
+                               "--save", "", "--appendonly", "no", "--protected-mode", "no",
+                               "--daemonize", "no", "--dir", self.tmp], port)
+        out = {}
+        try:
+            for t in ("set", "get"):
+                cmd = ["redis-benchmark", "-h", self.b.addr, "-p", str(port), "-q", "-n", str(n),
+                       "-t", t, "-c", "50", "-P", "1"]
+                try:
+                    (text, _), cpu, allcpu, mach = self.measured(
+                        srv, lambda: self.client(cmd, timeout=300))
+                    m = re.search(rf"{t.upper()}: ([\d.]+) requests per second(?:, p50=([\d.]+) msec)?",
+                                  text)
+                    if not m:
+                        raise RuntimeError(f"no result in redis-benchmark output: {one_line(text[-300:])}")
+                    out[t] = {"rps": float(m.group(1)),
+                              "p50": float(m.group(2)) * 1000 if m.group(2) else None,
+                              "cpu_per_k": cpu / (n / 1000), "all_per_k": allcpu / (n / 1000),
+                              "machine": mach}
+                except Exception as e:  # noqa: BLE001
+                    out[t] = RuntimeError(one_line(e))
+                    if srv.p.poll() is not None:
+                        break
+        finally:
+            self.stop(srv)
+        return out
+
+    # -- memcached -------------------------------------------------------------------------------
+    def memcached(self, cfg, n, threads, limit):
+        port = self.next_port()
+        # -u root: memcached drops to "nobody" before creating its sockets otherwise, and an
+        # unprivileged process cannot open AF_XDP sockets (the launcher then falls back).
+        srv = self.start(cfg, ["memcached", "-u", "root", "-l", self.b.addr, "-p", str(port),
+                               "-U", "0", "-t", "1", "-c", "4096"], port)
+        out = {}
+        try:
+            for t in ("set", "get"):
+                cmd = ["memcslap", f"--servers={self.b.addr}:{port}", f"--concurrency={threads}",
+                       f"--execute-number={n}", "--binary", f"--test={t}"]
+                try:
+                    (text, _), cpu, allcpu, mach = self.measured(
+                        srv, lambda: self.client(cmd, timeout=limit))
+                    m = re.search(rf"Time to {t}\s+(\d+) keys by\s+\d+ threads:\s+([\d.]+) seconds", text)
+                    if not m:
+                        raise RuntimeError(f"no result in memcslap output: {one_line(text[-300:])}")
+                    ops, s = int(m.group(1)), float(m.group(2))
+                    # memcslap's get test loads its keys first (one thread): that load is in
+                    # the CPU window too, so count its sets as requests.
+                    total = ops + (n if t == "get" else 0)
+                    out[t] = {"rps": ops / s, "cpu_per_k": cpu / (total / 1000),
+                              "all_per_k": allcpu / (total / 1000), "machine": mach}
+                except Exception as e:  # noqa: BLE001
+                    out[t] = RuntimeError(one_line(e))
+                    if srv.p.poll() is not None:
+                        break
+        finally:
+            self.stop(srv)
+        return out
+
+    # -- iperf3 ----------------------------------------------------------------------------------
+    def iperf3(self, cfg, reverse, secs):
+        self.xdp(cfg == "xdp")
+        port = self.next_port()
+        # readiness from iperf3's own line: a probe connection would count as a test
+        srv = self.start("slip" if cfg == "slip" else "kernel",
+                         ["iperf3", "-s", "--forceflush", "-B", self.b.addr, "-p", str(port)],
+                         lambda l: "Server listening" in l)
+        cmd = ["iperf3", "-c", self.b.addr, "-p", str(port), "-t", str(secs), "-J",
+               *(["-R"] if reverse else [])]
+        try:
+            (text, _), cpu, allcpu, mach = self.measured(
+                srv, lambda: self.client(cmd, timeout=secs + 60))
+        finally:
+            self.stop(srv)
+        j = json.loads(text[text.index("{"):text.rindex("}") + 1])
+        if "error" in j:
+            raise RuntimeError("iperf3: " + j["error"])
+        recv = j["end"]["sum_received"]
+        gib = recv["bytes"] / (1 << 30)
+        return {"mbps": recv["bits_per_second"] / 8e6, "cpu_per_gib": cpu / gib,
+                "all_per_gib": allcpu / gib, "retr": j["end"]["sum_sent"].get("retransmits"),
+                "machine": mach}
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_wrk(text):
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+)", text)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    if not m or not rps:
+        raise RuntimeError(f"no result in wrk output: {one_line(text[-300:])}")
+    lat = {}
+    for pct, val, unit in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M):
+        lat[pct] = float(val) * UNITS[unit]
+    errs = re.search(r"Socket errors: (.*)", text)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    r = {"rps": float(rps.group(1)), "requests": int(m.group(1)), "p50": lat.get("50"),
+         "p99": lat.get("99"), "errors": errs.group(1).strip() if errs else None,
+         "non2xx": int(non2xx.group(1)) if non2xx else 0}
+    if r["non2xx"] > r["requests"] // 100:
+        raise RuntimeError(f"{r['non2xx']} of {r['requests']} responses were not 2xx/3xx")
+    if r["requests"] == 0:
+        raise RuntimeError("wrk completed no request: " + (r["errors"] or one_line(text[-200:])))
+    return r
+
+
+def parse_sockperf_pp(text):
+    pct = {p: float(v) for p, v in re.findall(r"percentile\s+([\d.]+)\s+=\s+([\d.]+)", text)}
+    msgs = re.search(r"\[Valid Duration\].*?ReceivedMessages=(\d+)", text)
+    if "50.000" not in pct or not msgs:
+        raise RuntimeError(f"no result in sockperf output: {one_line(text[-300:])}")
+    return {"p50": pct["50.000"], "p99": pct.get("99.000"), "p999": pct.get("99.900"),
+            "messages": int(msgs.group(1))}
+
+
+# -- tables ----------------------------------------------------------------------------------------
+def fmt(v, nd=1):
+    return "-" if v is None else f"{v:,.{nd}f}"
+
+
+def best(runs, key, higher):
+    vals = [r[key] for r in runs if isinstance(r, dict) and r.get(key) is not None]
+    if not vals:
+        return None
+    return max(vals) if higher else min(vals)
+
+
+def first_error(runs):
+    for r in runs:
+        if isinstance(r, Exception):
+            return f"failed: {r}"
+    return "-"
+
+
+def table(title, cols, rows):
+    """rows: (label, {cfg: [runs]}, key, higher_is_better, digits, ratio_against or None)."""
+    head = ["workload", *[c[1] for c in cols], *[f"ratio vs {c[1]}" for c in cols[:-1]]]
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, runs, key, higher, nd in rows:
+        vals = {c: best(runs.get(c, []), key, higher) for c, _ in cols}
+        cells = [fmt(vals[c], nd) if vals[c] is not None else first_error(runs.get(c, []))
+                 for c, _ in cols]
+        s = vals[cols[-1][0]]
+        ratios = [f"{s / vals[c]:.2f}" if s is not None and vals[c] else "-" for c, _ in cols[:-1]]
+        lines.append("| " + " | ".join([label, *cells, *ratios]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def alternate(configs, fn, label):
+    """ROUNDS rounds, configurations alternating; returns {cfg: [result or Exception]}."""
+    res = {c: [] for c in configs}
+    for rnd in range(ROUNDS):
+        for cfg in configs:
+            try:
+                r = fn(cfg)
+            except Exception as e:  # noqa: BLE001 - the table reports it
+                r = RuntimeError(one_line(e))
+            res[cfg].append(r)
+            show = r if isinstance(r, Exception) else {
+                k: (round(v, 3) if isinstance(v, float) else v) for k, v in
+                (r.items() if isinstance(r, dict) else [])}
+            log(f"{label} round {rnd + 1} {cfg}: {show}")
+    return res
+
+
+def split(res, sub):
+    """{cfg: [ {sub: r} ]} -> {cfg: [r]} (an Exception of the whole run stays an Exception)."""
+    return {c: [(r if isinstance(r, Exception) else r.get(sub, RuntimeError("not run")))
+                for r in runs] for c, runs in res.items()}
+
+
+KS = [("kernel", "kernel"), ("slip", "slipstream")]
+
+
+def run_nginx(apps, out, plots):
+    secs = 2 if apps.quick else 5
+    res = alternate(["kernel", "slip"], lambda c: apps.nginx(c, secs), "nginx")
+    rows = []
+    for sub, what in (("ka16", "keep-alive 16 conns"), ("ka64", "keep-alive 64 conns"),
+                      ("ka256", "keep-alive 256 conns"), ("close", "Connection: close, 16 conns")):
+        s = split(res, sub)
+        plots.setdefault("nginx", {})[sub] = s
+        rows += [(f"{what}: req/s", s, "rps", True, 0),
+                 (f"{what}: p50 µs", s, "p50", False, 0),
+                 (f"{what}: p99 µs", s, "p99", False, 0),
+                 (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4),
+                 (f"{what}: all CPUs s/1000 req", s, "all_per_k", False, 4)]
+    out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)", KS, rows))
+    errs = sorted({r["errors"] for runs in (split(res, x) for x in ("ka16", "ka64", "ka256", "close"))
+                   for rr in runs.values() for r in rr if isinstance(r, dict) and r.get("errors")})
+    out.append(f"- `wrk -t1 -cN -d{secs}s --latency [-H 'Connection: close'] "
+               f"http://198.18.0.2:PORT/1k.bin` against `nginx -c bench/apps/nginx.conf.in` "
+               f"(filled in), or `slipstream run --iface veth0 -- nginx -c ...`." +
+               (f" wrk socket errors seen: {'; '.join(errs)}." if errs else "") + "\n")
+
+
+def run_sockperf(apps, out, plots):
+    secs = 2 if apps.quick else 5
+    rows = []
+    for proto in ("udp", "tcp"):
+        s = alternate(["kernel", "slip"], lambda c: apps.sockperf(c, proto, secs), f"sockperf {proto}")
+        plots.setdefault("sockperf", {})[proto] = s
+        P = proto.upper()
+        rows += [(f"{P} 64 B ping-pong p50 half-RTT µs", s, "p50", False, 3),
+                 (f"{P} p99 µs", s, "p99", False, 3),
+                 (f"{P} p99.9 µs", s, "p999", False, 3),
+                 (f"{P} server CPU s/1000 msgs", s, "cpu_per_k", False, 4),
+                 (f"{P} all CPUs s/1000 msgs", s, "all_per_k", False, 4)]
+    out.append(table("sockperf ping-pong, both ends kernel vs both ends slipstream (latency profile)",
+                     KS, rows))
+    out.append(f"- `sockperf sr [--tcp] -i 198.18.0.2 -p PORT` in b, `sockperf pp [--tcp] -i 198.18.0.2 "
+               f"-p PORT -t {secs} -m 64` in a; slipstream: both under `slipstream run --iface veth0 "
+               f"--profile latency --` (spinning, so both cores are busy all the time). Latency is "
+               f"sockperf's half round trip.\n")
+
+
+def run_redis(apps, out, plots):
+    n = 20000 if apps.quick else 100000
+    res = alternate(["kernel", "slip"], lambda c: apps.redis(c, n), "redis")
+    rows = []
+    for t in ("set", "get"):
+        s = split(res, t)
+        rows += [(f"{t.upper()} req/s", s, "rps", True, 0),
+                 (f"{t.upper()} p50 µs", s, "p50", False, 0),
+                 (f"{t.upper()} server CPU s/1000 req", s, "cpu_per_k", False, 4),
+                 (f"{t.upper()} all CPUs s/1000 req", s, "all_per_k", False, 4)]
+    out.append(table("redis-server, redis-benchmark 50 connections", KS, rows))
+    out.append(f"- `redis-benchmark -h 198.18.0.2 -p PORT -q -n {n} -t set|get -c 50 -P 1` against "
+               f"`redis-server --save '' --appendonly no --protected-mode no`.\n")
+
+
+def run_memcached(apps, out, plots):
+    n, threads = (1000, 16) if apps.quick else (5000, 16)
+    limit = 20 if apps.quick else 30
+    res = alternate(["kernel", "slip"], lambda c: apps.memcached(c, n, threads, limit), "memcached")
+    rows = []
+    for t in ("set", "get"):
+        s = split(res, t)
+        rows += [(f"{t} ops/s", s, "rps", True, 0),
+                 (f"{t} server CPU s/1000 ops", s, "cpu_per_k", False, 4),
+                 (f"{t} all CPUs s/1000 ops", s, "all_per_k", False, 4)]
+    out.append(table(f"memcached -t 1, memcslap {threads} threads x {n} ops", KS, rows))
+    out.append(f"- `memcslap --servers=198.18.0.2:PORT --concurrency={threads} --execute-number={n} "
+               f"--binary --test=set|get` (ops/s = keys / memcslap's time) against `memcached -u root "
+               f"-l 198.18.0.2 -p PORT -U 0 -t 1 -c 4096`; a run longer than {limit} s is cut.\n")
+
+
+def run_iperf3(apps, out, plots):
+    secs = 2 if apps.quick else 5
+    cfgs = [("plain", "kernel (plain)"), ("xdp", "kernel (XDP attached)"), ("slip", "slipstream")]
+    rows = []
+    try:
+        for rev, what in ((False, "a->b (client sends)"), (True, "b->a (-R, server sends)")):
+            s = alternate([c for c, _ in cfgs], lambda c: apps.iperf3(c, rev, secs), f"iperf3 {what}")
+            rows += [(f"{what} MB/s", s, "mbps", True, 0),
+                     (f"{what} server CPU s/GiB", s, "cpu_per_gib", False, 3),
+                     (f"{what} all CPUs s/GiB", s, "all_per_gib", False, 3)]
+    finally:
+        apps.xdp(False)
+    out.append(table("iperf3 TCP, one stream", cfgs, rows))
+    out.append(f"- `iperf3 -c 198.18.0.2 -p PORT -t {secs} -J [-R]` in a against `iperf3 -s --forceflush -B "
+               f"198.18.0.2 -p PORT` in b; XDP attached: `steer_ctl --iface veth0 --udp "
+               f"{T.STEER_DUMMY_UDP}` in b (passes all TCP). MB/s = 10^6 B/s received.\n")
+
+
+def plot(plots, results_dir):
+    """PNGs of nginx req/s vs connections and latency percentiles; returns lines for the report."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        return [f"- no plots: matplotlib is not importable ({e}); `pip install matplotlib`"]
+    results_dir.mkdir(parents=True, exist_ok=True)
+    done = []
+    ng = plots.get("nginx")
+    if ng:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for cfg, label in KS:
+            xs, ys = [], []
+            for conns, sub in ((16, "ka16"), (64, "ka64"), (256, "ka256")):
+                v = best(ng[sub].get(cfg, []), "rps", True)
+                if v is not None:
+                    xs.append(conns)
+                    ys.append(v)
+            if xs:
+                ax.plot(xs, ys, marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("wrk connections")
+        ax.set_ylabel("requests/s")
+        ax.set_title("nginx 1 KiB GET keep-alive, 1 worker")
+        ax.legend()
+        f = results_dir / "nginx_rps.png"
+        fig.tight_layout()
+        fig.savefig(f, dpi=100)
+        plt.close(fig)
+        done.append(f)
+    panels = []
+    if plots.get("sockperf"):
+        for proto, s in plots["sockperf"].items():
+            panels.append((f"sockperf {proto.upper()} half-RTT", s, ["p50", "p99", "p999"]))
+    if ng:
+        for sub in ("ka16", "ka64", "ka256", "close"):
+            panels.append((f"nginx {sub}", ng[sub], ["p50", "p99"]))
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3.5), squeeze=False)
+        for ax, (title, s, keys) in zip(axes[0], panels):
+            w = 0.38
+            for i, (cfg, label) in enumerate(KS):
+                vals = [best(s.get(cfg, []), k, False) or 0 for k in keys]
+                ax.bar([j + (i - 0.5) * w for j in range(len(keys))], vals, w, label=label)
+            ax.set_xticks(range(len(keys)))
+            ax.set_xticklabels(keys)
+            ax.set_yscale("log")
+            ax.set_ylabel("µs")
+            ax.set_title(title, fontsize=9)
+        axes[0][0].legend(fontsize=8)
+        f = results_dir / "latency.png"
+        fig.tight_layout()
+        fig.savefig(f, dpi=100)
+        plt.close(fig)
+        done.append(f)
+    return [f"- plots: {', '.join(str(p.relative_to(results_dir.parent.parent)) for p in done)}"] \
+        if done else []
+
+
+RUNNERS = {"nginx": run_nginx, "sockperf": run_sockperf, "redis": run_redis,
+           "memcached": run_memcached, "iperf3": run_iperf3}
+PROGRAMS = {"nginx": ["nginx", "wrk"], "sockperf": ["sockperf"], "redis": ["redis-server", "redis-benchmark"],
+            "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"]}
+
+
+def command_line(repo, prefix):
+    cmd = shlex.join([os.path.relpath(sys.argv[0], repo) if sys.argv[0].startswith(str(repo))
+                      else sys.argv[0], *sys.argv[1:]])
+    return (f"SLIP_NS_PREFIX={prefix} " if os.environ.get("SLIP_NS_PREFIX") else "") + cmd
+
+
+def run(repo, build_dir, quick=False, prefix="slb"):
+    import shutil
+    sys.path.insert(0, str(repo / "tests" / "system"))
+    from testbed import Testbed, Topology  # noqa: E402  (imported by path on purpose)
+
+    need = [build_dir / "slipstream", build_dir / "src" / "preload" / "libslipstream.so",
+            build_dir / "tests" / "prog" / "steer_ctl"]
+    missing = [str(p) for p in need if not os.path.exists(p)]
+    if missing:
+        return "apps: not built: " + ", ".join(missing) + "\n"
+    only = [x for x in os.environ.get("SLIP_BENCH_APPS", "").split(",") if x] or ALL
+    out = [f"`{command_line(repo, prefix)}`"
+           + (f" (SLIP_BENCH_APPS={','.join(only)})" if only != ALL else ""), "",
+           f"Server in b on CPU 1, load generator in a on CPU 0 (kernel unless stated); best of "
+           f"{ROUNDS} alternating runs per number (all runs on stderr). Ratio = slipstream / kernel. "
+           "Server CPU: run time (utime+stime, from /proc/PID/task/*/schedstat) of the server's process tree during the load; all CPUs: both "
+           "cores' busy time from /proc/stat over the same window.", ""]
+    plots = {}
+    tmp = tempfile.mkdtemp(prefix=f"{prefix}-apps-")
+    os.chmod(tmp, 0o755)
+    tb = Testbed(Topology(), prefix=prefix)
+    try:
+        tb.up()
+        apps = Apps(tb, build_dir, quick, tmp)
+        for name in only:
+            absent = [p for p in PROGRAMS[name] if not shutil.which(p)]
+            if absent:
+                out.append(f"### {name}\n\nskipped: {', '.join(absent)} not installed\n")
+                continue
+            log(f"--- {name}")
+            try:
+                RUNNERS[name](apps, out, plots)
+            except Exception as e:  # noqa: BLE001 - one workload's crash must not end the suite
+                out.append(f"### {name}\n\nfailed: {one_line(e)}\n")
+                log(f"{name} FAILED: {e}")
+    finally:
+        tb.down()
+        shutil.rmtree(tmp, ignore_errors=True)
+    out += plot(plots, repo / "bench" / "results")
+    return "\n".join(out) + "\n"
