@@ -106,9 +106,10 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
         int t = preload_sleep_ms(s, left);
         slip_stack__sleepers(s, 1);
         int pr = real_poll(pf, (nfds_t)n, t);
+        int saved = errno;
         slip_stack__sleepers(s, -1);
         slip_stack__doorbell_drain(s);
-        if (pr < 0 && errno == EINTR)
+        if (pr < 0 && saved == EINTR)
             return -EINTR;
         if (extra_fd >= 0 && (pf[n - 1].revents & POLLIN))
             return 1;

@@ -92,9 +92,11 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
         if (t)
             slip_stack__sleepers(s, 1);
         int r = real_poll(k, nk + (nfds_t)nw, t);
+        int saved = errno;
         if (t)
             slip_stack__sleepers(s, -1);
-        slip_stack__doorbell_drain(s);
+        slip_stack__doorbell_drain(s);      /* may leave EAGAIN in errno */
+        errno = saved;
         if (r < 0) {
             ret = r;
             break;
@@ -407,8 +409,10 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             t = left;
         slip_stack__sleepers(s, 1);
         int r = real_epoll_wait(epfd, ev, max, t);
+        int saved = errno;
         slip_stack__sleepers(s, -1);
-        slip_stack__doorbell_drain(s);
+        slip_stack__doorbell_drain(s);      /* may leave EAGAIN in errno */
+        errno = saved;
         if (r < 0)
             return r;
         r = strip_wake(ev, r);

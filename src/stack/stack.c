@@ -701,9 +701,11 @@ int slip_stack__doorbell_fd(struct slip_stack *s)
 void slip_stack__doorbell_drain(struct slip_stack *s)
 {
     uint64_t v;
+    int saved = errno;      /* callers report the errno of the wait that preceded this */
     if (s->doorbell >= 0)
         while (read(s->doorbell, &v, sizeof(v)) == sizeof(v))
             ;
+    errno = saved;
 }
 
 int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
