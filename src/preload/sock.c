@@ -397,6 +397,28 @@ static int tcp_info_fill(struct pfd *p, void *val, socklen_t *len)
     return 0;
 }
 
+/* The engine's option for a socket option that maps to one int, or -1. */
+static int tcp_opt_of(int level, int opt)
+{
+    if (level == IPPROTO_TCP) {
+        switch (opt) {
+        case TCP_NODELAY: return TCPO_NODELAY;
+        case TCP_CORK: return TCPO_CORK;
+        case TCP_KEEPIDLE: return TCPO_KEEPIDLE;
+        case TCP_KEEPINTVL: return TCPO_KEEPINTVL;
+        case TCP_KEEPCNT: return TCPO_KEEPCNT;
+        case TCP_MAXSEG: return TCPO_MAXSEG;
+        }
+    } else if (level == SOL_SOCKET) {
+        switch (opt) {
+        case SO_KEEPALIVE: return TCPO_KEEPALIVE;
+        case SO_RCVBUF: return TCPO_RCVBUF;
+        case SO_SNDBUF: return TCPO_SNDBUF;
+        }
+    }
+    return -1;
+}
+
 int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
     struct pfd *p = pfd_get(fd);
@@ -411,12 +433,7 @@ int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     if (p->kind == PFD_TCP) {
         if (level == IPPROTO_TCP && opt == TCP_INFO)
             return tcp_info_fill(p, val, len);
-        int o = -1;
-        if (level == IPPROTO_TCP)
-            o = opt == TCP_NODELAY ? TCPO_NODELAY : opt == TCP_CORK ? TCPO_CORK : opt == TCP_KEEPIDLE ? TCPO_KEEPIDLE
-              : opt == TCP_KEEPINTVL ? TCPO_KEEPINTVL : opt == TCP_KEEPCNT ? TCPO_KEEPCNT : opt == TCP_MAXSEG ? TCPO_MAXSEG : -1;
-        else if (level == SOL_SOCKET)
-            o = opt == SO_KEEPALIVE ? TCPO_KEEPALIVE : opt == SO_RCVBUF ? TCPO_RCVBUF : opt == SO_SNDBUF ? TCPO_SNDBUF : -1;
+        int o = tcp_opt_of(level, opt);
         if (o >= 0 && slip_tcp__getopt(s, p->sock, o, &v) == 0)
             return put_int(val, len, v);
     }
@@ -453,12 +470,7 @@ int pre_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
     int v = 0;
     if (val && len >= (socklen_t)sizeof(int))
         memcpy(&v, val, sizeof(v));
-    int o = -1;
-    if (level == IPPROTO_TCP)
-        o = opt == TCP_NODELAY ? TCPO_NODELAY : opt == TCP_CORK ? TCPO_CORK : opt == TCP_KEEPIDLE ? TCPO_KEEPIDLE
-          : opt == TCP_KEEPINTVL ? TCPO_KEEPINTVL : opt == TCP_KEEPCNT ? TCPO_KEEPCNT : opt == TCP_MAXSEG ? TCPO_MAXSEG : -1;
-    else if (level == SOL_SOCKET)
-        o = opt == SO_KEEPALIVE ? TCPO_KEEPALIVE : opt == SO_RCVBUF ? TCPO_RCVBUF : opt == SO_SNDBUF ? TCPO_SNDBUF : -1;
+    int o = tcp_opt_of(level, opt);
     if (level == SOL_SOCKET && opt == SO_LINGER && len >= (socklen_t)sizeof(struct linger)) {
         struct linger l;
         memcpy(&l, val, sizeof(l));

@@ -236,6 +236,26 @@ static void env_refresh(struct slip_stack *s, slip_time_t now)
     s->env.now = now;
 }
 
+/* The per-call context of the protocol layers and the epoll set slip_stack__wait sleeps on. */
+static int env_and_epoll_setup(struct slip_stack *s)
+{
+    s->env.pool = &s->pool;
+    s->env.sh = s->ip;
+    s->env.ctl_t = s->ctl_t;
+    s->env.ctl = s->ctl;
+    s->env.txq = s->txq;
+    s->env.ntxq = s->nifs;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0)
+        return -errno;
+    struct epoll_event ev = { .events = EPOLLIN };
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            epoll_ctl(s->epfd, EPOLL_CTL_ADD, xsk_port__fd(s->ifs[i].ports[q]), &ev);
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, ctl__fd(s->ctl), &ev);
+    return 0;
+}
+
 int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
 {
     struct slip_stack *s = calloc(1, sizeof(*s));
@@ -391,24 +411,11 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         s->txq[i].ifindex = f->ifindex;
     }
 
-    s->env.pool = &s->pool;
-    s->env.sh = s->ip;
-    s->env.ctl_t = s->ctl_t;
-    s->env.ctl = s->ctl;
-    s->env.txq = s->txq;
-    s->env.ntxq = s->nifs;
-
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (s->epfd < 0) {
-        rc = -errno;
-        snprintf(err, errlen, "epoll_create1: %s", strerror(errno));
+    rc = env_and_epoll_setup(s);
+    if (rc < 0) {
+        snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
         goto fail;
     }
-    struct epoll_event ev = { .events = EPOLLIN };
-    for (unsigned i = 0; i < s->nifs; i++)
-        for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            epoll_ctl(s->epfd, EPOLL_CTL_ADD, xsk_port__fd(s->ifs[i].ports[q]), &ev);
-    epoll_ctl(s->epfd, EPOLL_CTL_ADD, ctl__fd(s->ctl), &ev);
     slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes",
               s->nifs, nports, nframes, cfg->frame_size);
     *out = s;
@@ -1529,18 +1536,10 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         snprintf(err, errlen, "netlink: %s", strerror(-rc));
         goto fail;
     }
-    s->env.pool = &s->pool;
-    s->env.sh = s->ip;
-    s->env.ctl_t = s->ctl_t;
-    s->env.ctl = s->ctl;
-    s->env.txq = s->txq;
-    s->env.ntxq = s->nifs;
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = { .events = EPOLLIN };
-    for (unsigned i = 0; i < s->nifs; i++)
-        for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            epoll_ctl(s->epfd, EPOLL_CTL_ADD, xsk_port__fd(s->ifs[i].ports[q]), &ev);
-    epoll_ctl(s->epfd, EPOLL_CTL_ADD, ctl__fd(s->ctl), &ev);
+    if ((rc = env_and_epoll_setup(s)) < 0) {
+        snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
+        goto fail;
+    }
     /* The stack's own fds go back to close-on-exec; export clears it again when needed. */
     fcntl(s->arena.memfd, F_SETFD, FD_CLOEXEC);
     *out = s;
