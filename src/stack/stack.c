@@ -130,11 +130,10 @@ static void pid_refresh(void)
     g_pid = getpid();
 }
 
-/* Takes the stack lock. When another process held it last, the rings' cached indices in this
- * process are stale: reload them (see xsk_port__resync). */
-static void stack_lock(struct slip_stack *s)
+/* Just took the lock: record the owner and, when another process held it last, reload the
+ * rings' cached indices in this process (see xsk_port__resync). */
+static void stack_locked_by_us(struct slip_stack *s)
 {
-    slip_lock__acquire(&s->shm->lock);
     s->shm->lock.owner_pid = (uint32_t)g_pid;
     if (s->shm->last_holder != (uint32_t)g_pid) {
         for (unsigned i = 0; i < s->nifs; i++)
@@ -143,6 +142,14 @@ static void stack_lock(struct slip_stack *s)
                     xsk_port__resync(s->ifs[i].ports[q]);
         s->shm->last_holder = (uint32_t)g_pid;
     }
+}
+
+/* Takes the stack lock. When another process held it last, the rings' cached indices in this
+ * process are stale: reload them (see xsk_port__resync). */
+static void stack_lock(struct slip_stack *s)
+{
+    slip_lock__acquire(&s->shm->lock);
+    stack_locked_by_us(s);
 }
 
 static void stack_unlock(struct slip_stack *s)
@@ -722,12 +729,7 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
         return (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
     if (!slip_lock__try(&s->shm->lock))
         return 1;
-    if (s->shm->last_holder != (uint32_t)g_pid) {
-        for (unsigned i = 0; i < s->nifs; i++)
-            for (unsigned q = 0; q < s->ifs[i].nq; q++)
-                xsk_port__resync(s->ifs[i].ports[q]);
-        s->shm->last_holder = (uint32_t)g_pid;
-    }
+    stack_locked_by_us(s);
     s->next_deadline = poll_locked(s);
     stack_unlock(s);
     return 0;
@@ -755,6 +757,11 @@ int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
     if (timeout_ms < 0 || (slip_time_t)timeout_ms > d)
         return (int)d;
     return timeout_ms;
+}
+
+uint32_t slip_stack__ctl_seq(struct slip_stack *s)
+{
+    return __atomic_load_n(&s->ctl_t->seq, __ATOMIC_ACQUIRE);
 }
 
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst)
