@@ -42,6 +42,10 @@ struct pfd {
     int sock;                   /* stack socket index */
     int rcvtimeo_ms, sndtimeo_ms;   /* -1: none */
     struct uepoll *ep;          /* PFD_EPOLL */
+    /* UDP sendto: the last destination found to route through the stack, and the control-plane
+     * generation that answer came from (0 = none), so a server replying to one peer asks once. */
+    uint32_t via_us_dst;
+    uint32_t via_us_seq;
 };
 
 struct preload_state {

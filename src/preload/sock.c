@@ -575,7 +575,14 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
             return set_errno(-EINVAL);
         dst = sin.sin_addr.s_addr;
         dport = ntoh16(sin.sin_port);
-        if (!slip_stack__routes_via_us(g_pre.stack, dst)) {
+        uint32_t seq = slip_stack__ctl_seq(g_pre.stack) | 1u;     /* never 0: 0 means no answer */
+        bool via_us = p->via_us_seq == seq && p->via_us_dst == dst;
+        if (!via_us && slip_stack__routes_via_us(g_pre.stack, dst)) {
+            p->via_us_dst = dst;
+            p->via_us_seq = seq;
+            via_us = true;
+        }
+        if (!via_us) {
             /* Loopback or another interface: the kernel socket (same port) sends it, and its
              * replies are read from the kernel socket too (udp_recv). */
             struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sl, .msg_iov = (struct iovec *)iov,

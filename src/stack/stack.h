@@ -70,6 +70,9 @@ void slip_stack__sleepers(struct slip_stack *s, int delta);
 #define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2)
 /* True when traffic to dst leaves through one of the stack's interfaces (else: the kernel's). */
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
+/* Changes whenever the mirrored control-plane tables change: answers derived from them (such as
+ * slip_stack__routes_via_us) stay valid while it does not. */
+uint32_t slip_stack__ctl_seq(struct slip_stack *s);
 /* True when addr is 0 or an address of one of the stack's interfaces. */
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
 /* A number that changes whenever something happened on the socket (data, space, state). */
