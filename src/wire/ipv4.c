@@ -5,6 +5,7 @@
 
 #include "wire/checksum.h"
 #include "wire/ipv4.h"
+#include "wire/tlv.h"
 
 #define IPOPT_EOL  0
 #define IPOPT_NOP  1
@@ -17,32 +18,20 @@
  * (RFC 1122 §3.2.1.8 lets a host discard such a datagram). Returns 0 or -EPROTO. */
 static int ipv4_walk_options(const uint8_t *opt, size_t len, bool *source_route)
 {
+    struct wire_tlv t;
     size_t i = 0;
+    int rc;
 
     *source_route = false;
-    while (i < len) {
-        uint8_t type = opt[i];
-
-        if (type == IPOPT_EOL)
-            break;
-        if (type == IPOPT_NOP) {
-            i++;
-            continue;
-        }
-        if (len - i < 2)
-            return -EPROTO;
-        uint8_t olen = opt[i + 1];
-        if (olen < 2 || olen > len - i)
-            return -EPROTO;
-        if (type == IPOPT_LSRR || type == IPOPT_SSRR) {
+    while ((rc = wire_tlv__next(opt, len, &i, &t)) > 0) {
+        if (t.kind == IPOPT_LSRR || t.kind == IPOPT_SSRR) {
             /* A route option carries at least its pointer octet (RFC 791 "Loose Source ..."). */
-            if (olen < 3)
+            if (t.len < 3)
                 return -EPROTO;
             *source_route = true;
         }
-        i += olen;
     }
-    return 0;
+    return rc;
 }
 
 int wire_ipv4__parse(const void *buf, size_t len, struct wire_ipv4_repr *out, unsigned flags)

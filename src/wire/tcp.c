@@ -7,6 +7,7 @@
 #include "wire/checksum.h"
 #include "wire/ipv4.h"
 #include "wire/tcp.h"
+#include "wire/tlv.h"
 
 #define TCPOLEN_MSS       4
 #define TCPOLEN_WSCALE    3
@@ -47,24 +48,14 @@ static void put32(uint8_t *p, uint32_t v)
  * "must be prepared to handle an illegal option length"; RFC 1122 §4.2.2.5). */
 static int tcp_parse_options(const uint8_t *opt, size_t len, struct wire_tcp_opts *o)
 {
+    struct wire_tlv t;
     size_t i = 0;
+    int rc;
 
-    while (i < len) {
-        uint8_t kind = opt[i];
-
-        if (kind == WIRE_TCPOPT_EOL)
-            break;
-        if (kind == WIRE_TCPOPT_NOP) {
-            i++;
-            continue;
-        }
-        if (len - i < 2)
-            return -EPROTO;
-        uint8_t olen = opt[i + 1];
-        if (olen < 2 || olen > len - i)
-            return -EPROTO;
-        const uint8_t *d = opt + i + 2;
-        switch (kind) {
+    while ((rc = wire_tlv__next(opt, len, &i, &t)) > 0) {
+        const uint8_t *d = t.data;
+        uint8_t olen = t.len;
+        switch (t.kind) {
         case WIRE_TCPOPT_MSS:
             if (olen != TCPOLEN_MSS)
                 return -EPROTO;
@@ -105,9 +96,8 @@ static int tcp_parse_options(const uint8_t *opt, size_t len, struct wire_tcp_opt
         default:
             break;
         }
-        i += olen;
     }
-    return 0;
+    return rc;
 }
 
 int wire_tcp__parse(const void *buf, size_t len, struct wire_tcp_repr *out)
