@@ -74,6 +74,8 @@
 #define TCPF_SYNCOOKIE   0x01000000u   /* created from a valid SYN cookie */
 #define TCPF_DONE        0x02000000u   /* dropped (reset, timeout): both directions shut */
 #define TCPF_LOSS        0x04000000u   /* SACK connection recovering from an RTO (Linux "Loss") */
+#define TCPF_REUSEPORT   0x08000000u   /* SO_REUSEPORT: may share (laddr, lport) with other listeners */
+#define TCPF_OPEN_FAILED 0x10000000u   /* dropped in SYN_SENT: connect() may be tried again (Linux) */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */
@@ -242,6 +244,11 @@ void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx
 void tcp_icmp_error(struct ip_env *env, struct tcp_shared *sh, const struct ip_icmp_err *err);
 /* Connection of a 4-tuple, else the best listener, else SLIP_NIL. */
 slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+/* The listener a new connection with this 4-tuple goes to: bound address before wildcard, then
+ * within a SO_REUSEPORT group the member picked by a keyed hash of the 4-tuple (the same one
+ * for the same 4-tuple while the group is unchanged). SLIP_NIL if none. */
+slip_idx_t tcp__lookup_listener(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
+                                uint16_t rport);
 
 /* Runs the due timers of every connection; returns the earliest remaining deadline
  * (SLIP_TIME_NEVER if none). Cheap when nothing is due. */
@@ -253,7 +260,9 @@ slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh);
 int tcp_conn__open(struct tcp_shared *sh);
 /* Passive open (RFC 9293 §3.10.1). laddr 0 = any. backlog bounds the accept queue (and the SYN
  * queue, with TCP_SYNQ_MAX); calling it again on a listener only changes backlog.
- * -EADDRINUSE if another listener has the same (laddr, lport), -EINVAL if not CLOSED. */
+ * -EADDRINUSE if another listener has the same (laddr, lport), unless it and every other one
+ * there have TCPO_REUSEPORT set, as does c: then they form a group (Linux SO_REUSEPORT) and each
+ * new connection goes to one of them chosen by a hash of its 4-tuple. -EINVAL if not CLOSED. */
 int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t c, be32 laddr, uint16_t lport, int backlog);
 /* Active open: sends the SYN. The caller has picked and reserved lport (kernel port
  * reservation); laddr 0 takes the route's source. Returns -EINPROGRESS (completion is reported
@@ -296,6 +305,7 @@ enum tcp_opt {
     TCPO_SNDBUF,
     TCPO_MAXSEG,              /* TCP_MAXSEG before connect/listen; 0 = none */
     TCPO_CONGESTION,          /* TCP_CC_* */
+    TCPO_REUSEPORT,           /* bool (SO_REUSEPORT); taken into account by tcp_conn__listen */
 };
 int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
 int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);

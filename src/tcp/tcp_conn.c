@@ -122,25 +122,67 @@ static slip_idx_t lookup4(const struct tcp_shared *sh, be32 laddr, uint16_t lpor
     return SLIP_NIL;
 }
 
-static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, uint16_t lport)
+/* SO_REUSEPORT spreading: a hash of the 4-tuple keyed with the table's secret (so a remote host
+ * cannot aim its connections at one member), scaled onto [0, n) as Linux's reciprocal_scale()
+ * does. Linux hashes with jhash and its own secret; the member a tuple lands on differs from
+ * Linux's, which no program can observe or rely on (docs/COMPLIANCE.md). */
+static uint32_t reuseport_pick(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
+                               uint16_t rport, uint32_t n)
 {
-    slip_idx_t wild = SLIP_NIL;
+    uint64_t h = sh->key[1] ^ ((uint64_t)laddr << 32 | raddr);
+    h ^= ((uint64_t)lport << 16 | rport) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 32;
+    return (uint32_t)(((h & 0xffffffffu) * n) >> 32);
+}
+
+/* Listeners on lport for a segment to laddr: the ones bound to laddr if any, else the wildcard
+ * ones (Linux scores a bound address above the wildcard). Several in the chosen set can only be
+ * a SO_REUSEPORT group (tcp_conn__listen), and the 4-tuple hash picks one of them. */
+static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
+                                uint16_t rport)
+{
+    slip_idx_t exact = SLIP_NIL, wild = SLIP_NIL;
+    uint32_t nexact = 0, nwild = 0;
     for (slip_idx_t i = sh->lhash[lhash(lport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
         const struct tcp_conn *c = &sh->conns[i];
         if (c->lport != lport)
             continue;
-        if (c->laddr == laddr)
-            return i;
-        if (c->laddr == 0 && wild == SLIP_NIL)
-            wild = i;
+        if (c->laddr == laddr) {
+            if (!nexact++)
+                exact = i;
+        } else if (c->laddr == 0) {
+            if (!nwild++)
+                wild = i;
+        }
     }
-    return wild;
+    slip_idx_t first = nexact ? exact : wild;
+    uint32_t n = nexact ? nexact : nwild;
+    be32 group = nexact ? laddr : 0;
+    if (n <= 1)
+        return first;
+    uint32_t k = reuseport_pick(sh, laddr, lport, raddr, rport, n);
+    for (slip_idx_t i = first; i != SLIP_NIL; i = sh->conns[i].hnext) {
+        const struct tcp_conn *c = &sh->conns[i];
+        if (c->lport == lport && c->laddr == group && k-- == 0)
+            return i;
+    }
+    return first;
+}
+
+slip_idx_t tcp__lookup_listener(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
+                                uint16_t rport)
+{
+    return lookup_listen(sh, laddr, lport, raddr, rport);
 }
 
 slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
 {
     slip_idx_t i = lookup4(sh, laddr, lport, raddr, rport);
-    return i != SLIP_NIL ? i : lookup_listen(sh, laddr, lport);
+    return i != SLIP_NIL ? i : lookup_listen(sh, laddr, lport, raddr, rport);
 }
 
 static void conn_reset_fields(struct tcp_conn *c)
@@ -156,26 +198,47 @@ static void conn_reset_fields(struct tcp_conn *c)
         c->timer[k] = SLIP_TIME_NEVER;
 }
 
-/* Table full: the TIME_WAIT connection closest to expiry gives its slot (Linux likewise bounds
- * TIME_WAIT sockets with tcp_max_tw_buckets). */
+/* Table full: the TIME_WAIT connections closest to expiry give their slots (Linux likewise bounds
+ * TIME_WAIT sockets with tcp_max_tw_buckets). One scan frees the oldest eighth of them at once
+ * (by 2MSL deadline), so a server closing first at a high rate pays the table scan once per
+ * batch of new connections, not once per connection. */
+static void recycle_one(struct tcp_shared *sh, struct tcp_conn *c)
+{
+    sh->c.tw_recycled++;
+    tcp_conn__unhash(sh, c);
+    tcp_timer__stop_all(c);
+    c->flags = 0;
+    conn_reset_fields(c);
+}
+
 static int recycle_time_wait(struct tcp_shared *sh)
 {
-    struct tcp_conn *best = NULL;
+    slip_time_t lo = SLIP_TIME_NEVER, hi = 0;
+    for (uint32_t i = 0; i < sh->high_water; i++) {
+        const struct tcp_conn *c = &sh->conns[i];
+        if (c->state == TCPS_TIME_WAIT && !(c->flags & TCPF_USER)) {
+            lo = SLIP_MIN(lo, c->timer[TT_2MSL]);
+            hi = SLIP_MAX(hi, c->timer[TT_2MSL]);
+        }
+    }
+    if (lo == SLIP_TIME_NEVER)
+        return -EMFILE;
+    slip_time_t cut = lo + (hi - lo) / 8;
+    int first = -1;
     for (uint32_t i = 0; i < sh->high_water; i++) {
         struct tcp_conn *c = &sh->conns[i];
-        if (c->state == TCPS_TIME_WAIT && !(c->flags & TCPF_USER) &&
-            (!best || c->timer[TT_2MSL] < best->timer[TT_2MSL]))
-            best = c;
+        if (c->state != TCPS_TIME_WAIT || (c->flags & TCPF_USER) || c->timer[TT_2MSL] > cut)
+            continue;
+        recycle_one(sh, c);
+        if (first < 0) {
+            first = (int)i;     /* handed to the caller, still counted in nused */
+        } else {
+            c->hnext = sh->free_head;
+            sh->free_head = i;
+            sh->nused--;
+        }
     }
-    if (!best)
-        return -EMFILE;
-    sh->c.tw_recycled++;
-    tcp_conn__unhash(sh, best);
-    tcp_timer__stop_all(best);
-    best->flags = 0;
-    slip_idx_t i = tcp_conn__idx(sh, best);
-    conn_reset_fields(best);
-    return (int)i;
+    return first;
 }
 
 int tcp_conn__alloc(struct tcp_shared *sh)
@@ -319,6 +382,8 @@ void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     tcp_conn__unhash(sh, c);
     pkt_queue__purge(env->pool, &c->sndq);
     tcp_reass__purge(env->pool, c);
+    if (c->state == TCPS_SYN_SENT)
+        c->flags |= TCPF_OPEN_FAILED;
     c->flags |= TCPF_DONE;
     c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);
     tcp_set_state(sh, c, TCPS_CLOSED);
@@ -382,9 +447,14 @@ int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t l
     }
     if (c->state != TCPS_CLOSED || (c->flags & TCPF_DONE))
         return -EINVAL;
-    for (slip_idx_t j = sh->lhash[lhash(lport)]; j != SLIP_NIL; j = sh->conns[j].hnext)
-        if (sh->conns[j].lport == lport && sh->conns[j].laddr == laddr)
+    /* SO_REUSEPORT (Linux): listeners may share (laddr, lport) when all of them asked for it.
+     * The same-user rule is the kernel's: the application's kernel socket is bound first. */
+    for (slip_idx_t j = sh->lhash[lhash(lport)]; j != SLIP_NIL; j = sh->conns[j].hnext) {
+        const struct tcp_conn *o = &sh->conns[j];
+        if (o->lport == lport && o->laddr == laddr &&
+            !((c->flags & TCPF_REUSEPORT) && (o->flags & TCPF_REUSEPORT)))
             return -EADDRINUSE;
+    }
     c->laddr = laddr;
     c->lport = lport;
     c->backlog = (uint32_t)backlog;
@@ -429,10 +499,13 @@ int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, b
         return -EALREADY;
     if (c->state == TCPS_LISTEN)
         return -EINVAL;
-    if (c->state != TCPS_CLOSED || (c->flags & TCPF_DONE))
+    if (c->state != TCPS_CLOSED || ((c->flags & TCPF_DONE) && !(c->flags & TCPF_OPEN_FAILED)))
         return -EISCONN;
     if (!raddr || !rport || !lport)
         return -EINVAL;
+    /* A failed attempt (refused, timed out) leaves the socket ready for another, as in Linux. */
+    c->flags &= ~(TCPF_DONE | TCPF_OPEN_FAILED);
+    c->so_error = 0;
     struct ip_route rt;
     int rc = ip_output__route(env, raddr, &rt);
     if (rc < 0)
@@ -471,7 +544,7 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     if (i < 0)
         return i;
     struct tcp_conn *c = &sh->conns[i];
-    c->flags = l->flags & (TCPF_NODELAY | TCPF_KEEPALIVE | TCPF_LINGER);
+    c->flags = l->flags & (TCPF_NODELAY | TCPF_KEEPALIVE | TCPF_LINGER | TCPF_REUSEPORT);
     c->flags |= TCPF_PASSIVE;
     c->sndbuf = l->sndbuf;
     c->rcvbuf = l->rcvbuf;
@@ -699,6 +772,8 @@ ssize_t tcp_conn__recv(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     return (ssize_t)n;
 }
 
+static void stop_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l);
+
 int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, int how)
 {
     struct tcp_conn *c = user_conn(sh, i);
@@ -706,6 +781,16 @@ int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         return -EBADF;
     if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
         return -EINVAL;
+    if (c->state == TCPS_LISTEN && how != SHUT_WR) {
+        /* Linux (inet_shutdown): a listener shut for reading stops listening; blocked accepts
+         * fail with EINVAL and the socket may listen or connect again. */
+        stop_listener(env, sh, c);
+        c->acceptq_len = c->synq_len = 0;
+        c->acceptq_head = c->acceptq_tail = SLIP_NIL;
+        tcp_set_state(sh, c, TCPS_CLOSED);
+        tcp_conn__wake(sh, c);
+        return 0;
+    }
     if (c->state == TCPS_CLOSED || c->state == TCPS_LISTEN || c->state == TCPS_SYN_SENT) {
         if (c->state == TCPS_SYN_SENT) {
             tcp_conn__drop(env, sh, c, 0);
@@ -747,7 +832,8 @@ void tcp_conn__abort(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
     tcp_conn__free(env, sh, c);
 }
 
-static void close_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l)
+/* Stops listening: no new connections, the unaccepted ones die. */
+static void stop_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l)
 {
     slip_idx_t li = tcp_conn__idx(sh, l);
     tcp_conn__unhash(sh, l);
@@ -762,6 +848,11 @@ static void close_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp
         c->flags &= ~TCPF_USER;
         tcp_conn__drop(env, sh, c, 0);
     }
+}
+
+static void close_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l)
+{
+    stop_listener(env, sh, l);
     l->flags &= ~TCPF_USER;
     tcp_conn__free(env, sh, l);
 }
@@ -814,7 +905,8 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
             tcp_output(env, sh, c);
         return 0;
     case TCPO_CORK:
-        c->flags = val ? c->flags | TCPF_CORK : c->flags & ~TCPF_CORK;
+        /* uncorking pushes everything, also what a MSG_MORE send held back (Linux) */
+        c->flags = val ? c->flags | TCPF_CORK : c->flags & ~(TCPF_CORK | TCPF_MORE);
         if (!val && TCPS_HAVEESTABLISHED(c->state))
             tcp_output(env, sh, c);
         return 0;
@@ -871,6 +963,10 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
         c->cc_algo = (uint8_t)val;
         tcp_cc__get(c->cc_algo)->init(c);
         return 0;
+    case TCPO_REUSEPORT:
+        /* As on Linux, changing it on a listener does not move it in or out of its group. */
+        c->flags = val ? c->flags | TCPF_REUSEPORT : c->flags & ~TCPF_REUSEPORT;
+        return 0;
     }
     return -ENOPROTOOPT;
 }
@@ -890,8 +986,10 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_LINGER: *val = (c->flags & TCPF_LINGER) ? c->linger : -1; return 0;
     case TCPO_RCVBUF: *val = (int)c->rcvbuf; return 0;
     case TCPO_SNDBUF: *val = (int)c->sndbuf; return 0;
-    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? c->mss : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
+    /* Linux reports the payload per segment after options (mss_cache), e.g. 1448 with timestamps */
+    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? (int)tcp_output__data_mss(c) : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
+    case TCPO_REUSEPORT: *val = !!(c->flags & TCPF_REUSEPORT); return 0;
     }
     return -ENOPROTOOPT;
 }
@@ -954,7 +1052,7 @@ int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_in
     o->rto_us = (uint32_t)(tcp_rto(c) / SLIP_USEC);
     o->cwnd = c->cwnd;
     o->ssthresh = c->ssthresh;
-    o->mss = c->mss;
+    o->mss = TCPS_HAVEESTABLISHED(c->state) ? tcp_output__data_mss(c) : c->mss;   /* as TCP_MAXSEG */
     o->snd_wnd = c->snd_wnd;
     o->rcv_wnd = c->rcv_adv - c->rcv_nxt;
     o->snd_queued = c->sndq.bytes;

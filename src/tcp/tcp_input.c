@@ -833,7 +833,7 @@ void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx
     struct tcp_conn *c = i != SLIP_NIL ? &sh->conns[i] : NULL;
     uint32_t iss = 0;
     if (c && c->state == TCPS_TIME_WAIT && time_wait_reuse(c, &s)) {
-        slip_idx_t li = tcp__lookup(sh, s.daddr, s.th.dport, 0, 0);
+        slip_idx_t li = tcp__lookup_listener(sh, s.daddr, s.th.dport, s.saddr, s.th.sport);
         if (li != SLIP_NIL && sh->conns[li].state == TCPS_LISTEN && !(c->flags & TCPF_USER)) {
             iss = c->snd_max + 65535 + 2;     /* beyond the old incarnation, as Linux */
             sh->c.tw_reused++;

@@ -1636,4 +1636,37 @@ TEST(test_established_out_of_frames_degrades_gracefully)
     st_fini(&s, true);
 }
 
+/* Table full of TIME_WAIT: one allocation recycles the oldest eighth (by 2MSL deadline) at once,
+ * hands out the oldest, and puts the others on the free list for the next allocations. */
+TEST(test_time_wait_table_full_recycles_oldest_batch)
+{
+    struct st s;
+    st_init(&s);
+    for (int i = 0; i < 64; i++) {
+        int c = tcp_conn__open(s.sh);
+        CHECK(c, ==, i);
+        struct tcp_conn *x = tcp_conn__get(s.sh, (slip_idx_t)c);
+        x->state = TCPS_TIME_WAIT;
+        x->flags &= ~TCPF_USER;
+        tcp_timer__set(s.sh, x, TT_2MSL, 1000000 + (slip_time_t)((i * 37) % 64));   /* shuffled ages */
+    }
+    CHECK(tcp_conn__open(s.sh), >=, 0);     /* recycles */
+    CHECK(s.sh->c.tw_recycled, ==, 8);      /* deadlines 0..7 above the oldest: 64 / 8 */
+    CHECK(s.sh->nused, ==, 64 - 7);
+    int tw = 0;
+    for (int i = 0; i < 64; i++) {
+        struct tcp_conn *x = &s.sh->conns[i];
+        if (x->state == TCPS_TIME_WAIT) {
+            tw++;
+            CHECK(x->timer[TT_2MSL], >, 1000000 + 7);   /* only the oldest went */
+        }
+    }
+    CHECK(tw, ==, 56);
+    for (int k = 0; k < 7; k++)
+        CHECK(tcp_conn__open(s.sh), >=, 0);
+    CHECK(s.sh->c.tw_recycled, ==, 8);      /* from the free list, no new scan */
+    CHECK(s.sh->nused, ==, 64);
+    st_fini(&s, false);
+}
+
 TEST_MAIN()
