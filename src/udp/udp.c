@@ -47,7 +47,8 @@ int udp_sock__bind(struct udp_shared *sh, slip_idx_t s, be32 laddr, uint16_t lpo
         return -EINVAL;
     unsigned b = bucket(lport);
     for (slip_idx_t i = sh->hash[b]; i != SLIP_NIL; i = sh->socks[i].hnext)
-        if (sh->socks[i].lport == lport && sh->socks[i].laddr == laddr && !sh->socks[i].connected)
+        if (sh->socks[i].lport == lport && sh->socks[i].laddr == laddr && !sh->socks[i].connected &&
+            !(u->reuseport && sh->socks[i].reuseport))
             return -EADDRINUSE;
     u->laddr = laddr;
     u->lport = lport;
@@ -55,6 +56,11 @@ int udp_sock__bind(struct udp_shared *sh, slip_idx_t s, be32 laddr, uint16_t lpo
     u->hnext = sh->hash[b];
     sh->hash[b] = s;
     return 0;
+}
+
+void udp_sock__set_reuseport(struct udp_shared *sh, slip_idx_t s, bool on)
+{
+    sh->socks[s].reuseport = on;
 }
 
 int udp_sock__connect(struct udp_shared *sh, slip_idx_t s, be32 raddr, uint16_t rport)
@@ -93,6 +99,22 @@ void udp_sock__close(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s)
     sh->nused--;
 }
 
+static bool in_group(const struct udp_sock *u, const struct udp_sock *b)
+{
+    return u->reuseport && !u->connected && u->lport == b->lport && u->laddr == b->laddr;
+}
+
+static uint32_t tuple_hash(be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+{
+    uint64_t h = ((uint64_t)laddr << 32 | raddr) ^ ((uint64_t)lport << 16 | rport) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 32;
+    return (uint32_t)h;
+}
+
 slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
 {
     slip_idx_t best = SLIP_NIL;
@@ -117,6 +139,20 @@ slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, 
             best_score = score;
         }
     }
+    if (best == SLIP_NIL || !sh->socks[best].reuseport || sh->socks[best].connected)
+        return best;
+    /* A SO_REUSEPORT group: the unconnected reuseport sockets of the same (laddr, lport). Linux
+     * picks one with a secret-keyed hash of the 4-tuple; ours is unkeyed (docs/COMPLIANCE.md). */
+    const struct udp_sock *b = &sh->socks[best];
+    uint32_t n = 0;
+    for (slip_idx_t i = sh->hash[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
+        n += in_group(&sh->socks[i], b);
+    if (n <= 1)
+        return best;
+    uint32_t k = (uint32_t)(((uint64_t)tuple_hash(laddr, lport, raddr, rport) * n) >> 32);
+    for (slip_idx_t i = sh->hash[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
+        if (in_group(&sh->socks[i], b) && k-- == 0)
+            return i;
     return best;
 }
 

@@ -34,6 +34,7 @@ struct udp_counters {
 struct udp_sock {
     uint8_t state;
     uint8_t connected;
+    uint8_t reuseport;          /* SO_REUSEPORT: may share (laddr, lport), see udp__lookup */
     uint16_t lport, rport;      /* host order */
     be32 laddr, raddr;
     slip_idx_t hnext;           /* demux chain, or free list when UDPS_FREE */
@@ -56,15 +57,20 @@ void udp_shared__init(struct udp_shared *sh);
 /* Returns a socket index or -EMFILE. */
 int udp_sock__alloc(struct udp_shared *sh);
 /* Enters (laddr, lport) in the demux table; laddr 0 is INADDR_ANY. -EADDRINUSE when an
- * identical binding exists, -EINVAL when already bound. */
+ * identical binding exists (unless it and s both have SO_REUSEPORT), -EINVAL when already bound. */
 int udp_sock__bind(struct udp_shared *sh, slip_idx_t s, be32 laddr, uint16_t lport);
+/* SO_REUSEPORT, taken into account by the next udp_sock__bind (the stack copies it from the
+ * application's kernel socket, whose bind() already applied Linux's same-user rule). */
+void udp_sock__set_reuseport(struct udp_shared *sh, slip_idx_t s, bool on);
 /* Sets the default destination and narrows receive to it (RFC 768 says nothing; POSIX does). */
 int udp_sock__connect(struct udp_shared *sh, slip_idx_t s, be32 raddr, uint16_t rport);
 /* Frees queued datagrams and the slot. */
 void udp_sock__close(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s);
 static inline struct udp_sock *udp_sock__get(struct udp_shared *sh, slip_idx_t s) { return &sh->socks[s]; }
 
-/* Best match for a received datagram: connected 4-tuple, then bound address, then wildcard. */
+/* Best match for a received datagram: connected 4-tuple, then bound address, then wildcard.
+ * Among unconnected SO_REUSEPORT sockets of the best (laddr, lport), one picked by a hash of the
+ * 4-tuple, as Linux spreads datagrams over a reuseport group. */
 slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
 
 /* Takes ownership of rx->pkt: checks length and checksum, queues on the socket or drops (counted). */
