@@ -156,6 +156,10 @@ int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct 
                     const struct iovec *iov, int iovcnt);
 /* Pushes batched frames to their ports and kicks the kernel. */
 void ip_output__flush(struct ip_env *env);
+/* Pushes batched frames to their ports' TX rings but kicks only a port whose ring already holds
+ * kick_at frames or more: the caller kicks later (ip_output__flush, or a poll). Returns the
+ * frames left on the rings unkicked. */
+uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at);
 /* Releases datagrams whose neighbour got resolved, re-asks the kernel, drops the hopeless.
  * Returns the next deadline. */
 slip_time_t ip_neigh__service(struct ip_env *env);

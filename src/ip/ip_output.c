@@ -48,11 +48,15 @@ static struct ip_txq *txq_for(struct ip_env *env, uint32_t ifindex)
     return NULL;
 }
 
-static void txq_flush(struct ip_env *env, struct ip_txq *q)
+/* Moves q's frames to its port's TX ring; kicks when kick or when the ring is full. */
+static void txq_push(struct ip_env *env, struct ip_txq *q, bool kick)
 {
     struct xsk_frame f[IP_TX_BATCH];
-    if (!q->n)
+    if (!q->n) {
+        if (kick && q->port)
+            xsk_port__tx_flush(q->port);    /* frames an earlier push left unkicked */
         return;
+    }
     for (unsigned i = 0; i < q->n; i++) {
         f[i].addr = q->addr[i];
         f[i].len = q->len[i];
@@ -71,7 +75,13 @@ static void txq_flush(struct ip_env *env, struct ip_txq *q)
     }
     env->sh->c.tx_frames += sent;
     q->n = 0;
-    xsk_port__tx_flush(q->port);
+    if (kick)
+        xsk_port__tx_flush(q->port);
+}
+
+static void txq_flush(struct ip_env *env, struct ip_txq *q)
+{
+    txq_push(env, q, true);
 }
 
 /* Hands one complete frame (Ethernet header filled) to its port's batch. */
@@ -100,6 +110,24 @@ void ip_output__flush(struct ip_env *env)
 {
     for (unsigned i = 0; i < env->ntxq; i++)
         txq_flush(env, &env->txq[i]);
+}
+
+uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
+{
+    uint32_t left = 0;
+    for (unsigned i = 0; i < env->ntxq; i++) {
+        struct ip_txq *q = &env->txq[i];
+        if (!q->port)
+            continue;
+        txq_push(env, q, false);
+        uint32_t n = xsk_port__tx_queued(q->port);
+        if (n >= kick_at) {
+            xsk_port__tx_flush(q->port);
+            n = xsk_port__tx_queued(q->port);
+        }
+        left += n;
+    }
+    return left;
 }
 
 static struct ip_neigh_wait *neigh_slot(struct ip_env *env, uint32_t ifindex, be32 ip, bool create)

@@ -552,6 +552,11 @@ static uint32_t tx_queued(const struct xsk_port *p)
            __atomic_load_n(p->tx.consumer, __ATOMIC_ACQUIRE);
 }
 
+uint32_t xsk_port__tx_queued(const struct xsk_port *p)
+{
+    return tx_queued(p);
+}
+
 int xsk_port__tx_flush(struct xsk_port *p)
 {
     int ret = 0;

@@ -1,0 +1,86 @@
+"""Deferred TX kicks (stack.c tx_done): a thread handling events from epoll_wait may leave its
+TCP frames on the TX ring for its next poll. An application that sends and then computes for a
+long time without calling into the stack must still get its data out within a few milliseconds
+(the progress thread kicks what was left), not when it next waits."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+PY = sys.executable
+B_ADDR = "198.18.0.2"
+PORT = 7610
+ROUNDS = 8
+COMPUTE_S = 0.5      # the server's busy loop after each reply
+BOUND_S = 0.1        # generous: the stack's bound is 3 ms, the rest is scheduling on a busy VM
+
+# Replies to each request, then computes (no syscall: time.monotonic is a vDSO call) before it
+# goes back to epoll_wait: without the progress thread's kick the reply would wait COMPUTE_S.
+SERVER = r"""
+import select, socket, sys, time
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], int(sys.argv[2]))); ls.listen(8); ls.setblocking(False)
+ep = select.epoll(); ep.register(ls.fileno(), select.EPOLLIN)
+print("ready", flush=True)
+conns = {}
+while True:
+    for fd, ev in ep.poll():
+        if fd == ls.fileno():
+            c, _ = ls.accept(); c.setblocking(False)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conns[c.fileno()] = c; ep.register(c.fileno(), select.EPOLLIN)
+            continue
+        c = conns[fd]
+        try:
+            d = c.recv(4096)
+        except BlockingIOError:
+            continue
+        if not d:
+            ep.unregister(fd); c.close(); del conns[fd]; continue
+        c.send(b"pong:" + d)
+        t = time.monotonic()
+        while time.monotonic() - t < %f:
+            pass
+""" % COMPUTE_S
+
+
+def test_reply_leaves_while_the_application_computes(testbed, build_dir):
+    exe = build_dir / "slipstream"
+    if not exe.exists():
+        pytest.skip(f"not built: {exe}")
+    a, b = testbed.host("a"), testbed.host("b")
+    srv = b.popen([str(exe), "run", "--iface", "veth0", "--strict", "--", PY, "-c", SERVER, B_ADDR, str(PORT)],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = srv.stdout.readline()
+        assert line.strip() == "ready", f"server did not start: {line!r} {srv.stderr.read() if srv.poll() is not None else ''}"
+        client = r"""
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(int(sys.argv[3])):
+    t = time.monotonic()
+    s.sendall(b"ping%d" % i)
+    d = s.recv(4096)
+    print("%.6f %r" % (time.monotonic() - t, d), flush=True)
+    time.sleep(@PAUSE@)   # let the server finish computing before the next request
+""".replace("@PAUSE@", str(COMPUTE_S + 0.1))
+        r = a.run([PY, "-c", client, B_ADDR, str(PORT), str(ROUNDS)], timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = [ln.split(" ", 1) for ln in r.stdout.strip().splitlines()]
+        assert len(rows) == ROUNDS, r.stdout
+        lat = [float(x[0]) for x in rows]
+        for i, (_, reply) in enumerate(rows):
+            assert f"pong:ping{i}" in reply, reply
+        print(f"reply latency while the server computes {COMPUTE_S}s after each send: "
+              f"{', '.join(f'{x * 1000:.1f}' for x in lat)} ms")
+        assert max(lat) < BOUND_S, f"a reply waited {max(lat) * 1000:.0f} ms (bound {BOUND_S * 1000:.0f} ms)"
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
