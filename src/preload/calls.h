@@ -1,16 +1,21 @@
 /* The one list of intercepted calls. Each X(ret, name, params, args) generates the pointer to
  * the real libc function (real_<name>), its lookup with dlsym(RTLD_NEXT) at init, and the
  * prototype of our implementation (slip_<name>); the exported symbol itself is in preload.c and
- * listed in exports.map. Variadic calls (fcntl, ioctl) are written by hand beside the list. */
+ * listed in exports.map. Variadic calls (fcntl, ioctl) are written by hand beside the list, and
+ * so is vfork (spawn.c), which must never reach the real vfork from a wrapper. */
 #ifndef SLIP_PRELOAD_CALLS_H
 #define SLIP_PRELOAD_CALLS_H
 
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -62,10 +67,32 @@
     X(int, epoll_pwait2, (int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *m), \
       (epfd, ev, max, t, m)) \
     X(pid_t, fork, (void), ()) \
+    X(int, sigaction, (int sig, const struct sigaction *act, struct sigaction *old), (sig, act, old)) \
+    X(sighandler_t, signal, (int sig, sighandler_t h), (sig, h)) \
+    X(int, setuid, (uid_t u), (u)) \
+    X(int, setgid, (gid_t g), (g)) \
+    X(int, seteuid, (uid_t u), (u)) \
+    X(int, setegid, (gid_t g), (g)) \
+    X(int, setreuid, (uid_t r, uid_t e), (r, e)) \
+    X(int, setregid, (gid_t r, gid_t e), (r, e)) \
+    X(int, setresuid, (uid_t r, uid_t e, uid_t s), (r, e, s)) \
+    X(int, setresgid, (gid_t r, gid_t e, gid_t s), (r, e, s)) \
     X(int, execve, (const char *path, char *const argv[], char *const envp[]), (path, argv, envp)) \
     X(int, execv, (const char *path, char *const argv[]), (path, argv)) \
     X(int, execvp, (const char *file, char *const argv[]), (file, argv)) \
-    X(int, execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp))
+    X(int, execvpe, (const char *file, char *const argv[], char *const envp[]), (file, argv, envp)) \
+    X(int, posix_spawn, (pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, \
+                         const posix_spawnattr_t *attr, char *const argv[], char *const envp[]), \
+      (pid, path, fa, attr, argv, envp)) \
+    X(int, posix_spawnp, (pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa, \
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]), \
+      (pid, file, fa, attr, argv, envp)) \
+    X(int, system, (const char *cmd), (cmd)) \
+    X(FILE *, popen, (const char *cmd, const char *mode), (cmd, mode)) \
+    X(int, pclose, (FILE *f), (f)) \
+    X(int, daemon, (int nochdir, int noclose), (nochdir, noclose)) \
+    X(ssize_t, splice, (int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int flags), \
+      (in, off_in, out, off_out, len, flags))
 
 #define SLIP_DECLARE_REAL(ret, name, params, args) extern ret (*real_##name) params;
 SLIP_CALLS(SLIP_DECLARE_REAL)

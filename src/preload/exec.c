@@ -3,7 +3,7 @@
  * and described in SLIP_ATTACH, and every accelerated fd that survives is described in SLIP_FDS
  * (fd:kind:socket:nonblock:listening). The library's constructor in the new image reads both
  * (preload_attach_inherited). Fds that exec closes (close-on-exec) give up their reference as a
- * close would. A failed exec undoes that. */
+ * close would. A failed exec undoes that. The same hand-over serves posix_spawn (spawn.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,36 +16,25 @@
 
 extern char **environ;
 
-struct exec_prep {
-    char **envp;                /* malloc'd copy with our two variables, or NULL: nothing to pass */
-    char attach[600];
-    char *fds;
-    int *dropped;               /* fds whose reference was given up (close-on-exec) */
-    int ndropped;
-};
-
-static void prep_undo(struct exec_prep *x)
-{
-    for (int i = 0; i < x->ndropped; i++) {
-        struct pfd *p = pfd_get(x->dropped[i]);
-        if (p)
-            slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
-    }
-    free(x->envp);
-    free(x->fds);
-    free(x->dropped);
-}
-
-static int prep(struct exec_prep *x, char *const envp[])
+/* Builds x for a new image: every accelerated fd that survives into it (not close-on-exec) goes
+ * into SLIP_FDS, the stack's fds are made to survive (slip_stack__export_for) and SLIP_ATTACH
+ * describes them and the image's process slot; the copy of envp carries both. References: an
+ * exec'd image replaces this process and keeps its slot, so close-on-exec fds give up theirs
+ * (spawn == false); a spawned child is one more holder of every fd it inherits, so those gain
+ * one in the child's slot (spawn == true, slot reserved by the caller, or -1 when none could
+ * be). x->envp stays NULL when there is no stack (nothing to pass). */
+int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, int slot)
 {
     memset(x, 0, sizeof(*x));
     struct slip_stack *s = g_pre.stack;
     if (!s)
         return 0;
+    x->delta = spawn ? 1 : -1;
+    x->slot = spawn ? slot : slip_proc__slot(s);
     size_t cap = 4096, len = 0;
     x->fds = malloc(cap);
-    x->dropped = malloc(sizeof(int) * (size_t)g_pre.nfds);
-    if (!x->fds || !x->dropped)
+    x->touched = malloc(sizeof(*x->touched) * (size_t)g_pre.nfds);
+    if (!x->fds || !x->touched)
         return -ENOMEM;
     x->fds[0] = 0;
     for (int fd = 0; fd < g_pre.nfds; fd++) {
@@ -55,11 +44,13 @@ static int prep(struct exec_prep *x, char *const envp[])
         int f = real_fcntl(fd, F_GETFD);
         if (f < 0)
             continue;
-        if (f & FD_CLOEXEC) {
-            slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
-            x->dropped[x->ndropped++] = fd;
-            continue;
+        bool survives = !(f & FD_CLOEXEC);
+        if (survives == spawn) {
+            slip_sock__ref_in(s, x->slot, p->kind == PFD_TCP, p->sock, x->delta);
+            x->touched[x->ntouched++] = (struct exec_ref){ p->kind == PFD_TCP, p->sock };
         }
+        if (!survives)
+            continue;
         if (len + 64 > cap) {
             char *n = realloc(x->fds, cap *= 2);
             if (!n)
@@ -69,42 +60,59 @@ static int prep(struct exec_prep *x, char *const envp[])
         len += (size_t)snprintf(x->fds + len, cap - len, "%s%d:%d:%d:%d:%d", len ? ";" : "", fd, p->kind, p->sock,
                                 p->nonblock, p->listening);
     }
-    if (slip_stack__export(s, x->attach, sizeof(x->attach)) < 0)
+    if (slip_stack__export_for(s, x->slot, x->attach, sizeof(x->attach)) < 0)
         return -ENOSPC;
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    x->envp = calloc(n + 3, sizeof(char *));
-    if (!x->envp)
+    char **nenv = calloc(n + 3, sizeof(char *));
+    if (!nenv)
         return -ENOMEM;
     size_t k = 0;
     for (char *const *e = envp; e && *e; e++)
         if (strncmp(*e, "SLIP_ATTACH=", 12) && strncmp(*e, "SLIP_FDS=", 9))
-            x->envp[k++] = *e;
-    static __thread char a_var[640];
-    snprintf(a_var, sizeof(a_var), "SLIP_ATTACH=%s", x->attach);
-    x->envp[k++] = a_var;
+            nenv[k++] = *e;
+    snprintf(x->attach_var, sizeof(x->attach_var), "SLIP_ATTACH=%s", x->attach);
+    nenv[k++] = x->attach_var;
     char *f_var = malloc(len + 16);
-    if (!f_var)
+    if (!f_var) {
+        free(nenv);
         return -ENOMEM;
+    }
     snprintf(f_var, len + 16, "SLIP_FDS=%s", x->fds);
     free(x->fds);
-    x->fds = f_var;             /* freed by prep_undo */
-    x->envp[k++] = f_var;
-    x->envp[k] = NULL;
+    x->fds = f_var;             /* freed by exec_handoff__done */
+    nenv[k++] = f_var;
+    nenv[k] = NULL;
+    x->envp = nenv;
     return 0;
+}
+
+void exec_handoff__done(struct exec_handoff *x)
+{
+    free(x->envp);
+    free(x->fds);
+    free(x->touched);
+    memset(x, 0, sizeof(*x));
+}
+
+void exec_handoff__undo(struct exec_handoff *x)
+{
+    for (int i = 0; i < x->ntouched; i++)
+        slip_sock__ref_in(g_pre.stack, x->slot, x->touched[i].tcp, x->touched[i].sock, -x->delta);
+    exec_handoff__done(x);
 }
 
 int pre_execve(const char *path, char *const argv[], char *const envp[])
 {
-    struct exec_prep x;
-    if (prep(&x, envp) < 0 || !x.envp) {
-        prep_undo(&x);
+    struct exec_handoff x;
+    if (exec_handoff__prep(&x, envp, false, -1) < 0 || !x.envp) {
+        exec_handoff__undo(&x);
         return real_execve(path, argv, envp);
     }
     int r = real_execve(path, argv, x.envp);
     int e = errno;
-    prep_undo(&x);
+    exec_handoff__undo(&x);
     errno = e;
     return r;
 }
@@ -116,14 +124,14 @@ int pre_execv(const char *path, char *const argv[])
 
 int pre_execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    struct exec_prep x;
-    if (prep(&x, envp) < 0 || !x.envp) {
-        prep_undo(&x);
+    struct exec_handoff x;
+    if (exec_handoff__prep(&x, envp, false, -1) < 0 || !x.envp) {
+        exec_handoff__undo(&x);
         return real_execvpe(file, argv, envp);
     }
     int r = real_execvpe(file, argv, x.envp);
     int e = errno;
-    prep_undo(&x);
+    exec_handoff__undo(&x);
     errno = e;
     return r;
 }

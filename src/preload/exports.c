@@ -10,6 +10,7 @@ ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *sa, socklen_t *len);
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int flags);
 /* <fcntl.h> is not included: with _FILE_OFFSET_BITS=64 it renames fcntl to fcntl64, and this file
  * defines both. */
 int fcntl(int fd, int cmd, ...);

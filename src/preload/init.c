@@ -18,6 +18,7 @@
 
 #include "base/log.h"
 #include "preload/preload.h"
+#include "stack/share.h"
 #include "stack/stack.h"
 
 #define SLIP_DEFINE_REAL(ret, name, params, args) ret (*real_##name) params;
@@ -68,6 +69,8 @@ void preload_init(void)
 }
 
 static void progress_start(void);
+static void stack_exit_register(void);
+static void config_ifaces(struct slip_config *cfg);
 static void progress_atfork_child(void);
 
 __attribute__((constructor)) static void preload_ctor(void)
@@ -75,10 +78,14 @@ __attribute__((constructor)) static void preload_ctor(void)
     preload_init();
     if (getenv("SLIP_ATTACH")) {
         preload_depth++;
+        struct slip_config cfg;
+        slip_config__defaults(&cfg);
+        config_ifaces(&cfg);
         preload_attach_inherited();
         if (g_pre.stack) {
             progress_start();
             pthread_atfork(NULL, NULL, progress_atfork_child);
+            stack_exit_register();
         }
         preload_depth--;
         return;
@@ -119,20 +126,54 @@ static unsigned default_ifaces(char names[][IF_NAMESIZE], unsigned max)
  * meanwhile. One per process; re-created in a fork child (threads do not survive fork). */
 #define PROGRESS_IDLE (2 * SLIP_MSEC)
 
+/* The name other programs on the same interfaces join this stack by (share.h); empty: sharing
+ * is off (SLIP_SHARE=0). The listening socket is inherited by fork children, whose progress
+ * threads serve it too; an exec'd image or a survivor binds the name again when it is free. */
+static char g_share_name[108];
+static int g_share_fd = -1;
+
+static void share_keep(struct slip_stack *s)
+{
+    static struct timespec next;
+    struct timespec now;
+    if (!g_share_name[0])
+        return;
+    if (g_share_fd < 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec < next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec < next.tv_nsec))
+            return;
+        next = now;
+        next.tv_nsec += 500 * 1000000L;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        int fd = slip_share__listen(g_share_name);
+        if (fd < 0)
+            return;
+        g_share_fd = fd;
+    }
+    slip_share__serve(s, g_share_fd);
+}
+
 static void *progress_main(void *arg)
 {
     struct slip_stack *s = arg;
     preload_depth = 1;          /* everything this thread calls goes straight to libc */
     for (;;) {
+        slip_stack__reap(s);    /* processes that died holding sockets: release them */
+        share_keep(s);          /* programs joining the stack */
         int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
         if (wait_ms == 0) {
             int fds[SLIP_WAIT_FDS_MAX];
-            struct pollfd pf[SLIP_WAIT_FDS_MAX];
+            struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
             int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX), k = 0;
             for (int i = 0; i < n; i++)
                 if (fds[i] != slip_stack__doorbell_fd(s))    /* our own doorbell would wake us */
                     pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-            real_poll(pf, (nfds_t)k, slip_stack__timeout_ms(s, 1000));
+            if (g_share_fd >= 0)
+                pf[k++] = (struct pollfd){ .fd = g_share_fd, .events = POLLIN };
+            real_poll(pf, (nfds_t)k, slip_stack__timeout_ms(s, 200));
             /* Let an application thread that is polling anyway take what woke us. */
             struct timespec ts = { 0, (long)PROGRESS_IDLE };
             nanosleep(&ts, NULL);
@@ -166,6 +207,27 @@ static void progress_atfork_child(void)
     progress_start();
 }
 
+/* At exit the kernel closes the process's fds; the stack's sockets get the same treatment (see
+ * slip_stack__exit). SLIP_EXIT_LINGER_MS bounds how long the last process keeps delivering. */
+static void stack_at_exit(void)
+{
+    if (!g_pre.stack)
+        return;
+    const char *l = getenv("SLIP_EXIT_LINGER_MS");
+    preload_depth++;
+    slip_stack__exit(g_pre.stack, l && *l ? atoi(l) : 2000);
+    preload_depth--;
+}
+
+static void stack_exit_register(void)
+{
+    static bool done;
+    if (!done) {
+        done = true;
+        atexit(stack_at_exit);
+    }
+}
+
 /* SLIP_DUMP_AT_EXIT=1: print the stack's counters when the program exits (diagnostics). */
 static void dump_at_exit(void)
 {
@@ -178,36 +240,83 @@ static void dump_at_exit(void)
     }
 }
 
+static struct slip_stack *stack_open_once(void);
+
+/* Threads creating their first sockets at the same time must open one stack, not two. */
 struct slip_stack *preload_stack(void)
 {
-    static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
-    if (g_pre.tried)
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (__atomic_load_n(&g_pre.tried, __ATOMIC_ACQUIRE))
         return g_pre.stack;
-    g_pre.tried = true;
+    pthread_mutex_lock(&mu);
+    struct slip_stack *s = g_pre.tried ? g_pre.stack : stack_open_once();
+    pthread_mutex_unlock(&mu);
+    return s;
+}
 
-    struct slip_config cfg;
-    char err[256] = "";
-    slip_config__defaults(&cfg);
+/* The interfaces to accelerate (SLIP_IFACES, else the default ones) into cfg, and the sharing
+ * name derived from them. */
+static void config_ifaces(struct slip_config *cfg)
+{
+    static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
     const char *list = getenv("SLIP_IFACES");
+    cfg->nifaces = 0;
     if (list && *list) {
         char buf[256];
         snprintf(buf, sizeof(buf), "%s", list);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && cfg.nifaces < SLIP_MAX_IFACES;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && cfg->nifaces < SLIP_MAX_IFACES;
              t = strtok_r(NULL, ",", &save))
-            snprintf(names[cfg.nifaces++], IF_NAMESIZE, "%s", t);
+            snprintf(names[cfg->nifaces++], IF_NAMESIZE, "%s", t);
     } else {
-        cfg.nifaces = default_ifaces(names, SLIP_MAX_IFACES);
+        cfg->nifaces = default_ifaces(names, SLIP_MAX_IFACES);
     }
-    for (unsigned i = 0; i < cfg.nifaces; i++)
-        cfg.ifnames[i] = names[i];
+    for (unsigned i = 0; i < cfg->nifaces; i++)
+        cfg->ifnames[i] = names[i];
+    const char *sh = getenv("SLIP_SHARE");
+    g_share_name[0] = 0;
+    if (cfg->nifaces && !(sh && !strcmp(sh, "0")))
+        slip_share__name(g_share_name, sizeof(g_share_name), cfg->ifnames, cfg->nifaces);
+}
+
+/* Joins the stack another program opened on the same interfaces, else opens one. Two programs
+ * starting together may both find nobody serving: the one whose open fails because the other
+ * took the interfaces joins it once it serves. */
+static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
+{
+    int rc = -ENOENT;
+    if (g_share_name[0])
+        rc = slip_share__join(&g_pre.stack, g_share_name, err, errlen);
+    if (rc != -ENOENT)
+        return rc;
+    rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
+    for (int i = 0; (rc == -EBUSY || rc == -EEXIST) && g_share_name[0] && i < 20; i++) {
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        char e2[256];
+        int r2 = slip_share__join(&g_pre.stack, g_share_name, e2, sizeof(e2));
+        if (r2 == 0)
+            rc = 0;
+        else if (r2 != -ENOENT)
+            break;
+    }
+    return rc;
+}
+
+static struct slip_stack *stack_open_once(void)
+{
+    struct slip_config cfg;
+    char err[256] = "";
+    slip_config__defaults(&cfg);
+    config_ifaces(&cfg);
     int rc = -ENODEV;
     if (cfg.nifaces == 0)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0)
-        rc = slip_stack__open(&g_pre.stack, &cfg, err, sizeof(err));
+        rc = open_or_join(&cfg, err, sizeof(err));
     if (rc == 0) {
         progress_start();
         pthread_atfork(NULL, NULL, progress_atfork_child);
+        stack_exit_register();
         const char *d = getenv("SLIP_DUMP_AT_EXIT");
         if (d && *d && strcmp(d, "0"))
             atexit(dump_at_exit);
@@ -219,5 +328,6 @@ struct slip_stack *preload_stack(void)
         else
             fprintf(stderr, "slipstream: warning: not accelerated, using the kernel: %s\n", err);
     }
+    __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
     return g_pre.stack;
 }

@@ -20,6 +20,11 @@ struct uepoll_ent {
     bool disabled;              /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
     uint32_t bits_seen;         /* EPOLLET: readiness when last looked at */
     uint32_t gen_seen;          /* EPOLLET: event generation when last reported */
+    /* The registration outlived its fd (closed while a dup of it stays open: the kernel keys
+     * epoll on the open file, not the number): readiness comes from the socket itself. */
+    bool detached;
+    uint8_t kind;
+    int sock;
 };
 
 /* User-space part of an epoll set: the accelerated fds in it (the kernel set holds the rest). */
@@ -33,14 +38,20 @@ struct uepoll {
 
 /* close(fd): drop fd from every epoll set, as the kernel does when a file goes away. */
 void uepoll_forget_fd(int fd);
+/* close(fd) of a socket another fd of this process still refers to: keep its registrations;
+ * close of the last one: drop them. */
+void uepoll_detach_fd(int fd, uint8_t kind, int sock);
+void uepoll_forget_sock(uint8_t kind, int sock);
 void uepoll_free(struct uepoll *ep);
 
 struct pfd {
     uint8_t kind;
     uint8_t nonblock;
     uint8_t listening;
+    uint8_t connecting;         /* TCP connect() returned EINPROGRESS/EINTR, no connect() saw the end */
     int sock;                   /* stack socket index */
     int rcvtimeo_ms, sndtimeo_ms;   /* -1: none */
+    int rcvlowat;               /* TCP SO_RCVLOWAT when above 1, else 0 */
     struct uepoll *ep;          /* PFD_EPOLL */
     /* UDP sendto: the last destination found to route through the stack, and the control-plane
      * generation that answer came from (0 = none), so a server replying to one peer asks once. */
@@ -84,6 +95,31 @@ struct slip_stack *preload_stack(void);
 /* In a new image after exec: take over the stack and the sockets described by SLIP_ATTACH and
  * SLIP_FDS, if any. */
 void preload_attach_inherited(void);
+/* Handing the stack and the inherited accelerated sockets to a new image (exec.c), shared by
+ * exec (this process becomes the image) and posix_spawn/system (a child becomes it). */
+struct exec_ref {
+    bool tcp;
+    int sock;
+};
+struct exec_handoff {
+    char **envp;                /* malloc'd copy of envp with SLIP_ATTACH/SLIP_FDS, or NULL: no stack */
+    char attach[600];
+    char attach_var[640];
+    char *fds;                  /* "SLIP_FDS=..." */
+    struct exec_ref *touched;   /* sockets whose reference count prep changed, by delta */
+    int ntouched;
+    int delta;
+    int slot;                   /* process slot the references were counted in */
+};
+/* spawn false: exec, close-on-exec fds give up their reference (slot ignored: this process's);
+ * true: a child image in process slot `slot` (slip_proc__reserve, or -1), every fd it inherits
+ * gains one there. Negative errno (undo still required). */
+int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, int slot);
+/* The new image did not start: give the references back, free. */
+void exec_handoff__undo(struct exec_handoff *x);
+/* It started (spawn): keep the references, free. */
+void exec_handoff__done(struct exec_handoff *x);
+
 /* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
 void preload_release(int fd);
 
@@ -92,6 +128,11 @@ unsigned pfd_poll(struct pfd *p);
 /* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when
  * extra_fd (>= 0) is readable. 0, -EAGAIN on timeout, -EINTR. */
 int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
+
+/* Signals (signal.c): forget what ran, then after an EINTR: 0 no handler of ours ran, 1 only
+ * handlers installed with SA_RESTART ran, 2 one without did. */
+void preload_signal_reset(void);
+int preload_signal_restart(void);
 
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);

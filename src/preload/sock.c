@@ -14,6 +14,7 @@
 #include <sys/sendfile.h>
 #include <linux/close_range.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "preload/preload.h"
@@ -43,6 +44,15 @@ void pfd_clear(int fd)
         memset(&g_pre.fds[fd], 0, sizeof(g_pre.fds[fd]));
 }
 
+/* The kernel socket behind a new accelerated fd, by inode, so that a process receiving it over a
+ * UNIX socket finds the stack socket (fd passing). */
+static void note_ino(struct slip_stack *s, bool tcp, int sock, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        slip_sock__set_ino(s, tcp, sock, (uint64_t)st.st_ino);
+}
+
 /* Drops one reference to the stack socket behind p; closes it with the last one. */
 static void sock_unref(struct pfd *p)
 {
@@ -66,8 +76,16 @@ void preload_release(int fd)
 
 unsigned pfd_poll(struct pfd *p)
 {
-    if (p->kind == PFD_TCP)
-        return slip_tcp__poll(g_pre.stack, p->sock);
+    if (p->kind == PFD_TCP) {
+        unsigned ev = slip_tcp__poll(g_pre.stack, p->sock);
+        /* SO_RCVLOWAT (Linux tcp_poll/tcp_stream_is_readable): readable only with that much
+         * queued, unless the stream ended or failed. */
+        struct tcp_conn_info in;
+        if (p->rcvlowat && (ev & EPOLLIN) && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
+            slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
+            ev &= ~(unsigned)(EPOLLIN | EPOLLRDNORM);
+        return ev;
+    }
     if (p->kind == PFD_UDP)
         return slip_udp__poll(g_pre.stack, p->sock);
     return 0;
@@ -80,12 +98,49 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* Linux restarts a blocking socket call without a timeout (SO_RCVTIMEO/SO_SNDTIMEO) that a
+ * signal handler interrupted when the handler was installed with SA_RESTART; with a timeout, or
+ * without SA_RESTART, the call fails with EINTR (signal.c tells which kind of handler ran). */
+static bool handlers_all_restart(void);
+
+/* The handler that interrupted us is known when it was installed through our sigaction; one
+ * installed before the library loaded (or by libc internally) falls back to the scan. */
+static bool restartable(void)
+{
+    int r = preload_signal_restart();
+    return r == 1 || (r == 0 && handlers_all_restart());
+}
+
+/* For handlers we did not see installed: restart when every handler installed has SA_RESTART. */
+static bool handlers_all_restart(void)
+{
+    bool any = false;
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+            continue;
+        void (*h)(int) = sa.sa_handler;
+        if (!(sa.sa_flags & SA_SIGINFO) && (h == SIG_DFL || h == SIG_IGN))
+            continue;
+        if (!(sa.sa_flags & SA_RESTART))
+            return false;
+        any = true;
+    }
+    return any;
+}
+
 int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
 {
     struct slip_stack *s = g_pre.stack;
+    /* Another thread may close (and reuse) the fd while this one sleeps: never go on with a
+     * socket the fd no longer names, it could be someone else's. */
+    const uint8_t kind = p->kind;
+    const int sock = p->sock;
     uint64_t start = mono_us();
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
     for (;;) {
+        if (p->kind != kind || p->sock != sock)
+            return -EBADF;
         slip_stack__poll(s);
         if (pfd_poll(p) & (want | EPOLLERR | EPOLLHUP))
             return 0;
@@ -105,11 +160,18 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
         int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
         int t = preload_sleep_ms(s, left);
         slip_stack__sleepers(s, 1);
+        /* Counted as a sleeper before the last look: a poll that delivers from now on rings the
+         * doorbell we sleep on, so nothing slips in between the look and the sleep. */
+        if (pfd_poll(p) & (want | EPOLLERR | EPOLLHUP)) {
+            slip_stack__sleepers(s, -1);
+            return 0;
+        }
+        preload_signal_reset();
         int pr = real_poll(pf, (nfds_t)n, t);
         int saved = errno;
         slip_stack__sleepers(s, -1);
         slip_stack__doorbell_drain(s);
-        if (pr < 0 && saved == EINTR)
+        if (pr < 0 && saved == EINTR && (timeout_ms >= 0 || !restartable()))
             return -EINTR;
         if (extra_fd >= 0 && (pf[n - 1].revents & POLLIN))
             return 1;
@@ -161,6 +223,7 @@ int pre_socket(int domain, int type, int protocol)
     p->sock = sock;
     p->nonblock = (type & SOCK_NONBLOCK) != 0;
     slip_sock__ref(s, tcp, sock, 1);
+    note_ino(s, tcp, sock, fd);
     return fd;
 }
 
@@ -196,6 +259,13 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
         int rc = slip_udp__bind_kfd(g_pre.stack, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
         return rc < 0 ? set_errno(rc) : 0;
     }
+    /* Connections of the stack on that port (accepted children, TIME_WAIT) have no kernel socket
+     * holding it: refuse as Linux does without SO_REUSEADDR. */
+    int ra = 0;
+    socklen_t rl = sizeof(ra);
+    if (sin.sin_port && (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &ra, &rl) < 0 || !ra) &&
+        slip_tcp__port_busy(g_pre.stack, sin.sin_addr.s_addr, ntoh16(sin.sin_port)))
+        return set_errno(-EADDRINUSE);
     return real_bind(fd, sa, len);     /* TCP: the kernel socket holds the address until listen/connect */
 }
 
@@ -242,9 +312,12 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->sock = c;
             np->nonblock = (flags & SOCK_NONBLOCK) != 0;
             slip_sock__ref(s, true, c, 1);
+            note_ino(s, true, c, nfd);
             fill_sin(sa, len, ra, rp);
             return nfd;
         }
+        if (c == -EINVAL || !p->listening)
+            return set_errno(-EINVAL);      /* shut down by another thread meanwhile */
         /* A connection from this host, through the kernel. */
         struct pollfd kp = { .fd = fd, .events = POLLIN };
         if (real_poll(&kp, 1, 0) == 1)
@@ -252,7 +325,7 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
         if (p->nonblock)
             return set_errno(-EAGAIN);
         int rc = preload_block(p, EPOLLIN, p->rcvtimeo_ms, fd);
-        if (rc == -EINTR || rc == -EAGAIN)
+        if (rc < 0)
             return set_errno(rc);
     }
 }
@@ -291,14 +364,41 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
             rc = slip_udp__connect(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port));
         return rc < 0 ? set_errno(rc) : 0;
     }
-    int rc = slip_tcp__connect_kfd(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
-    if (rc != -EINPROGRESS)
-        return set_errno(rc == 0 ? -EISCONN : rc);
-    if (p->nonblock)
-        return set_errno(-EINPROGRESS);
-    rc = preload_block(p, EPOLLOUT, -1, -1);
-    if (rc < 0)
-        return set_errno(rc);
+    if (p->listening)
+        return set_errno(-EISCONN);     /* Linux: a socket that is not in CLOSE */
+    int rc;
+    if (p->connecting) {
+        /* connect() again after EINPROGRESS, as Linux's __inet_stream_connect in SS_CONNECTING:
+         * EALREADY while the handshake runs (a blocking socket waits for it), then the socket
+         * becomes connected (0, once; EISCONN after) or reports what ended the attempt. */
+        slip_stack__poll(s);
+        if (!(pfd_poll(p) & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+            if (p->nonblock)
+                return set_errno(-EALREADY);
+            rc = preload_block(p, EPOLLOUT, -1, -1);
+            if (rc < 0)
+                return set_errno(rc);
+        }
+        p->connecting = 0;
+        int e = slip_tcp__so_error(s, p->sock);
+        if (e)
+            return set_errno(e > 0 ? -e : e);
+        /* Failed, and SO_ERROR already read: Linux says ECONNABORTED. */
+        return (pfd_poll(p) & EPOLLHUP) ? set_errno(-ECONNABORTED) : 0;
+    } else {
+        rc = slip_tcp__connect_kfd(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
+        if (rc != -EINPROGRESS)
+            return set_errno(rc == 0 ? -EISCONN : rc);
+        if (p->nonblock) {
+            p->connecting = 1;
+            return set_errno(-EINPROGRESS);
+        }
+        rc = preload_block(p, EPOLLOUT, -1, -1);
+        if (rc < 0) {
+            p->connecting = 1;
+            return set_errno(rc);
+        }
+    }
     int e = slip_tcp__so_error(s, p->sock);
     return e > 0 ? set_errno(-e) : (e < 0 ? set_errno(e) : 0);
 }
@@ -309,7 +409,27 @@ int pre_shutdown(int fd, int how)
     if (!p || p->kind != PFD_TCP)
         return real_shutdown(fd, how);
     int rc = slip_tcp__shutdown(g_pre.stack, p->sock, how);
+    if (rc == 0 && p->listening && how != SHUT_WR) {
+        /* it no longer listens: nor does its kernel twin (a thread blocked in accept wakes) */
+        p->listening = 0;
+        real_shutdown(fd, how);
+    }
     return rc < 0 ? set_errno(rc) : 0;
+}
+
+/* close() of an accelerated socket's fd. Its epoll registrations go with it unless another fd
+ * of this process still refers to the socket (dup): the kernel keys them on the open file. */
+static void close_sock_fd(int fd, struct pfd *p)
+{
+    uint8_t kind = p->kind;
+    int sock = p->sock;
+    preload_release(fd);
+    if (slip_proc__held(g_pre.stack, kind == PFD_TCP, sock) > 0) {
+        uepoll_detach_fd(fd, kind, sock);
+    } else {
+        uepoll_forget_fd(fd);
+        uepoll_forget_sock(kind, sock);
+    }
 }
 
 int pre_close(int fd)
@@ -317,11 +437,11 @@ int pre_close(int fd)
     struct pfd *p = pfd_get(fd);
     if (p) {
         if (p->kind == PFD_EPOLL) {
+            uepoll_forget_fd(fd);       /* it may sit inside another epoll set */
             uepoll_free(p->ep);
             pfd_clear(fd);
         } else {
-            uepoll_forget_fd(fd);
-            preload_release(fd);
+            close_sock_fd(fd, p);
         }
     }
     return real_close(fd);
@@ -358,12 +478,16 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
     return 0;
 }
 
+/* As Linux's sock_getsockopt: a short optlen gets the first bytes of the value, not EINVAL. */
 static int put_int(void *val, socklen_t *len, int v)
 {
-    if (!val || !len || *len < (socklen_t)sizeof(int))
+    if (!len || (int)*len < 0)
         return set_errno(-EINVAL);
-    memcpy(val, &v, sizeof(v));
-    *len = sizeof(v);
+    socklen_t n = SLIP_MIN(*len, (socklen_t)sizeof(v));
+    if (n && !val)
+        return set_errno(-EFAULT);
+    memcpy(val, &v, (size_t)n);
+    *len = n;
     return 0;
 }
 
@@ -374,8 +498,9 @@ static int tcp_info_fill(struct pfd *p, void *val, socklen_t *len)
     int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
     if (rc < 0)
         return set_errno(rc);
-    /* Linux's TCP_STATE numbering for the states we share. */
-    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 6 };
+    /* Linux's TCP_STATE numbering for the states we share. TIME_WAIT reads as CLOSE: Linux moves
+     * the connection to a timewait mini-socket and the application's socket is left in CLOSE. */
+    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 7 };
     memset(&ti, 0, sizeof(ti));
     ti.tcpi_state = in.state < sizeof(linux_state) ? linux_state[in.state] : 7;
     ti.tcpi_rto = in.rto_us;
@@ -414,6 +539,7 @@ static int tcp_opt_of(int level, int opt)
         case SO_KEEPALIVE: return TCPO_KEEPALIVE;
         case SO_RCVBUF: return TCPO_RCVBUF;
         case SO_SNDBUF: return TCPO_SNDBUF;
+        case SO_REUSEPORT: return TCPO_REUSEPORT;   /* listen() also reads it from the kernel socket */
         }
     }
     return -1;
@@ -470,6 +596,12 @@ int pre_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
     int v = 0;
     if (val && len >= (socklen_t)sizeof(int))
         memcpy(&v, val, sizeof(v));
+    if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
+        int lw = 0;     /* the value as the kernel socket kept it (Linux caps it) */
+        socklen_t lwl = sizeof(lw);
+        real_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lw, &lwl);
+        p->rcvlowat = lw > 1 ? lw : 0;
+    }
     int o = tcp_opt_of(level, opt);
     if (level == SOL_SOCKET && opt == SO_LINGER && len >= (socklen_t)sizeof(struct linger)) {
         struct linger l;
@@ -530,6 +662,8 @@ static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int 
         }
         if (done)
             return (ssize_t)done;
+        if (n == -ENOTCONN)
+            n = -EPIPE;     /* Linux (sk_stream_wait_connect): not connected yet/any more is EPIPE */
         if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
             raise(SIGPIPE);
         return set_errno((int)n);
@@ -544,6 +678,15 @@ static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
     size_t done = 0;
     if (len == 0)
         return 0;
+    if (p->rcvlowat && !nb && !(flags & MSG_WAITALL) && !(pfd_poll(p) & EPOLLIN)) {
+        /* SO_RCVLOWAT: a blocking read waits for that much (pfd_poll counts it); on SO_RCVTIMEO
+         * it returns what is there, as Linux. */
+        int rc = preload_block(p, EPOLLIN | EPOLLRDHUP, p->rcvtimeo_ms, -1);
+        if (rc == -EAGAIN)
+            nb = true;
+        else if (rc < 0)
+            return set_errno(rc);
+    }
     for (;;) {
         ssize_t n = slip_tcp__recv(s, p->sock, (char *)buf + done, len - done, (flags & MSG_PEEK) != 0);
         if (n > 0) {
@@ -590,6 +733,13 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
             return real_sendmsg(fd, &m, flags);
         }
     }
+    /* A pending error (ICMP port unreachable on a connected socket) is reported by the next send
+     * too, once, as Linux's sock_alloc_send_skb does. */
+    if (slip_udp__poll(g_pre.stack, p->sock) & SLIP_EV_ERR) {
+        int e = slip_udp__so_error(g_pre.stack, p->sock);
+        if (e)
+            return set_errno(e < 0 ? e : -e);
+    }
     ssize_t n = slip_udp__sendmsg(g_pre.stack, p->sock, iov, iovcnt, dst, dport);
     return n < 0 ? set_errno((int)n) : n;
 }
@@ -624,9 +774,21 @@ static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags,
     }
 }
 
+static int pass_rights(const struct msghdr *m, int dir);
+
 ssize_t pre_sendmsg(int fd, const struct msghdr *m, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && g_pre.stack && m->msg_control) {
+        int passed = pass_rights(m, 1);
+        ssize_t r = real_sendmsg(fd, m, flags);
+        if (r < 0 && passed) {
+            int e = errno;
+            pass_rights(m, -1);
+            errno = e;
+        }
+        return r;
+    }
     if (!p || p->kind == PFD_EPOLL)
         return real_sendmsg(fd, m, flags);
     if (p->kind == PFD_UDP)
@@ -720,11 +882,85 @@ ssize_t pre_readv(int fd, const struct iovec *iov, int n)
     return total;
 }
 
+/* A fd received with SCM_RIGHTS that is the kernel twin of an accelerated socket becomes that
+ * socket here too, as the kernel's would (one more reference). */
+static void adopt_passed(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return;
+    int dom = 0;
+    socklen_t dl = sizeof(dom);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || dom != AF_INET)
+        return;
+    struct slip_stack *s = preload_stack();
+    bool tcp;
+    int sock = s ? slip_sock__by_ino(s, (uint64_t)st.st_ino, &tcp) : -ENOENT;
+    if (sock < 0)
+        return;
+    struct pfd *p = pfd_new(fd);
+    if (!p)
+        return;
+    int acc = 0;
+    socklen_t al = sizeof(acc);
+    p->kind = tcp ? PFD_TCP : PFD_UDP;
+    p->sock = sock;
+    p->nonblock = (real_fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+    p->listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc;
+    slip_sock__pass_in(s, tcp, sock);
+}
+
+/* Before a UNIX socket message carries accelerated fds away: a reference travels with each. */
+static int pass_rights(const struct msghdr *m, int dir)
+{
+    int n = 0;
+    if (!g_pre.stack || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+        return 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR((struct msghdr *)m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            struct pfd *p = pfd_get(f);
+            if (!p || (p->kind != PFD_TCP && p->kind != PFD_UDP))
+                continue;
+            if (dir > 0)
+                slip_sock__pass_out(g_pre.stack, p->kind == PFD_TCP, p->sock);
+            else
+                slip_sock__pass_in(g_pre.stack, p->kind == PFD_TCP, p->sock), sock_unref(p);
+            n++;
+        }
+    }
+    return n;
+}
+
+static void adopt_rights(struct msghdr *m)
+{
+    if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+        return;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            adopt_passed(f);
+        }
+    }
+}
+
 ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
 {
     struct pfd *p = pfd_get(fd);
-    if (!p || p->kind == PFD_EPOLL)
-        return real_recvmsg(fd, m, flags);
+    if (!p || p->kind == PFD_EPOLL) {
+        ssize_t r = real_recvmsg(fd, m, flags);
+        if (r >= 0 && !p)
+            adopt_rights(m);
+        return r;
+    }
     m->msg_flags = 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {
@@ -881,21 +1117,28 @@ int pre_ioctl(int fd, unsigned long req, void *arg)
 
 pid_t pre_fork(void)
 {
-    /* Both processes keep every socket: count the child's copies before it exists. */
+    /* Both processes keep every socket: count the child's copies before it exists, in a slot of
+     * its own so they are given back if it dies without closing them. */
     struct slip_stack *s = g_pre.stack;
-    if (s)
+    int slot = s ? slip_proc__reserve(s, true) : -1;
+    if (s && slot < 0)
         for (int fd = 0; fd < g_pre.nfds; fd++) {
             struct pfd *p = &g_pre.fds[fd];
             if (p->kind == PFD_TCP || p->kind == PFD_UDP)
                 slip_sock__ref(s, p->kind == PFD_TCP, p->sock, 1);
         }
     pid_t pid = real_fork();
-    if (pid < 0 && s)
+    if (s && slot >= 0) {
+        int e = errno;
+        slip_proc__started(s, slot, pid);
+        errno = e;
+    } else if (pid < 0 && s) {
         for (int fd = 0; fd < g_pre.nfds; fd++) {
             struct pfd *p = &g_pre.fds[fd];
             if (p->kind == PFD_TCP || p->kind == PFD_UDP)
                 slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
         }
+    }
     return pid;
 }
 
@@ -940,11 +1183,11 @@ int pre_close_range(unsigned int first, unsigned int last, int flags)
             if (!p)
                 continue;
             if (p->kind == PFD_EPOLL) {
+                uepoll_forget_fd((int)fd);
                 uepoll_free(p->ep);
                 pfd_clear((int)fd);
             } else {
-                uepoll_forget_fd((int)fd);
-                preload_release((int)fd);
+                close_sock_fd((int)fd, p);
             }
         }
     return real_close_range(first, last, flags);

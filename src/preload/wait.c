@@ -5,6 +5,7 @@
  * application waits. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,7 @@
 #include "stack/stack.h"
 
 #define WAKE_MARK 0x736c6970776b7570ull   /* epoll data of the stack's wake fds */
+#define BELL_MARK 0x736c697062656c6cull   /* ... and of its doorbell (edge-triggered) */
 #define MAX_WAKE SLIP_WAIT_FDS_MAX
 
 int preload_sleep_ms(struct slip_stack *s, int timeout_ms)
@@ -36,17 +38,21 @@ static int remaining(uint64_t end)
     return now >= end ? 0 : (int)(end - now);
 }
 
+/* As the kernel's do_pollfd: only the bits asked for, plus POLLERR and POLLHUP (a POLLWRNORM
+ * nobody asked for would make poll() return "ready" for a POLLIN-only wait). */
 static short ev_to_poll(unsigned ev, short want)
 {
     short r = 0;
     if (ev & EPOLLIN) r |= POLLIN | POLLRDNORM;
     if (ev & EPOLLOUT) r |= POLLOUT | POLLWRNORM;
     if (ev & EPOLLRDHUP) r |= POLLRDHUP;
-    r &= want | POLLRDNORM | POLLWRNORM;
+    r &= want;
     if (ev & EPOLLERR) r |= POLLERR;
     if (ev & EPOLLHUP) r |= POLLHUP;
     return r;
 }
+
+static bool uepoll_user_ready(struct uepoll *ep, int depth);
 
 int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
@@ -62,8 +68,12 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
     if (!k)
         return set_errno(-ENOMEM);
     int ret;
+    slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
     for (;;) {
         slip_stack__poll(s);
+        /* Counted as a sleeper before the last look: a poll by another thread that delivers
+         * after this point rings the doorbell; what one delivered before is seen below. */
+        slip_stack__sleepers(s, 1);
         int ready = 0;
         nfds_t nk = 0;
         for (nfds_t i = 0; i < n; i++) {
@@ -76,6 +86,13 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
                 bool kern = (p->kind == PFD_UDP || p->listening) && (fds[i].events & POLLIN);
                 k[nk] = (struct pollfd){ .fd = kern ? fds[i].fd : -1, .events = POLLIN };
             } else {
+                /* An epoll fd: readable when its accelerated members are (user part), or through
+                 * the kernel for its kernel members. */
+                fds[i].revents = 0;
+                if (p && p->ep) {
+                    fds[i].revents = (uepoll_user_ready(p->ep, 0) ? POLLIN | POLLRDNORM : 0) & fds[i].events;
+                    ready += fds[i].revents != 0;
+                }
                 k[nk] = fds[i];
                 k[nk].revents = 0;
             }
@@ -89,12 +106,9 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
         int t = ready ? 0 : preload_sleep_ms(s, left);
         if (!ready && left >= 0 && t > left)
             t = left;
-        if (t)
-            slip_stack__sleepers(s, 1);
         int r = real_poll(k, nk + (nfds_t)nw, t);
         int saved = errno;
-        if (t)
-            slip_stack__sleepers(s, -1);
+        slip_stack__sleepers(s, -1);
         slip_stack__doorbell_drain(s);      /* may leave EAGAIN in errno */
         errno = saved;
         if (r < 0) {
@@ -105,9 +119,10 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
             if (k[i].fd < 0 || !k[i].revents)
                 continue;
             if (pfd_get(fds[i].fd)) {
-                if (!fds[i].revents)
+                short add = k[i].revents & (POLLIN | POLLRDNORM) & fds[i].events;
+                if (add && !fds[i].revents)
                     ready++;
-                fds[i].revents |= k[i].revents & (POLLIN | POLLRDNORM);
+                fds[i].revents |= add;
             } else {
                 fds[i].revents = k[i].revents;
                 ready++;
@@ -159,6 +174,12 @@ static int select_via_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, int timeou
         free(p);
         return rc;
     }
+    /* select() fails with EBADF for a closed fd in a set, where poll() reports POLLNVAL. */
+    for (int i = 0; i < np; i++)
+        if (p[i].revents & POLLNVAL) {
+            free(p);
+            return set_errno(-EBADF);
+        }
     if (r) FD_ZERO(r);
     if (w) FD_ZERO(w);
     if (e) FD_ZERO(e);
@@ -206,6 +227,9 @@ int pre_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec
 /* ---- epoll ---- */
 
 static struct uepoll *g_sets;
+/* Threads create, close and leave sets at the same time: the list of sets is guarded. What one
+ * set holds is not (as with a kernel epoll fd, programs serialise epoll_ctl on one set). */
+static pthread_mutex_t g_sets_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The stack's wake fds leave a kernel set that no longer holds an accelerated fd: they would wake
  * its sleeper for traffic it does not wait for (the progress thread keeps the stack going). */
@@ -222,23 +246,64 @@ static void drop_wake_fds(int epfd, struct uepoll *ep)
 
 void uepoll_forget_fd(int fd)
 {
+    pthread_mutex_lock(&g_sets_mu);
     for (struct uepoll *ep = g_sets; ep; ep = ep->next)
         for (int i = 0; i < ep->n; i++)
-            if (ep->ents[i].fd == fd) {
+            if (ep->ents[i].fd == fd && !ep->ents[i].detached) {
                 ep->ents[i] = ep->ents[--ep->n];
                 drop_wake_fds(ep->epfd, ep);
                 break;
             }
+    pthread_mutex_unlock(&g_sets_mu);
+}
+
+void uepoll_detach_fd(int fd, uint8_t kind, int sock)
+{
+    pthread_mutex_lock(&g_sets_mu);
+    for (struct uepoll *ep = g_sets; ep; ep = ep->next)
+        for (int i = 0; i < ep->n; i++)
+            if (ep->ents[i].fd == fd && !ep->ents[i].detached) {
+                ep->ents[i].detached = true;
+                ep->ents[i].kind = kind;
+                ep->ents[i].sock = sock;
+            }
+    pthread_mutex_unlock(&g_sets_mu);
+}
+
+void uepoll_forget_sock(uint8_t kind, int sock)
+{
+    pthread_mutex_lock(&g_sets_mu);
+    for (struct uepoll *ep = g_sets; ep; ep = ep->next)
+        for (int i = 0; i < ep->n; i++)
+            if (ep->ents[i].detached && ep->ents[i].kind == kind && ep->ents[i].sock == sock) {
+                ep->ents[i--] = ep->ents[--ep->n];
+                drop_wake_fds(ep->epfd, ep);
+            }
+    pthread_mutex_unlock(&g_sets_mu);
+}
+
+/* The member's pfd: the fd's entry, or for a detached registration one made from the socket. */
+static struct pfd *ent_pfd(struct uepoll_ent *x, struct pfd *tmp)
+{
+    if (!x->detached)
+        return pfd_get(x->fd);
+    memset(tmp, 0, sizeof(*tmp));
+    tmp->kind = x->kind;
+    tmp->sock = x->sock;
+    tmp->rcvtimeo_ms = tmp->sndtimeo_ms = -1;
+    return tmp;
 }
 
 void uepoll_free(struct uepoll *ep)
 {
+    pthread_mutex_lock(&g_sets_mu);
     if (ep->prev)
         ep->prev->next = ep->next;
     else
         g_sets = ep->next;
     if (ep->next)
         ep->next->prev = ep->prev;
+    pthread_mutex_unlock(&g_sets_mu);
     free(ep->ents);
     free(ep);
 }
@@ -254,10 +319,12 @@ static int new_epoll(int epfd)
     if (!p->ep)
         return epfd;
     p->ep->epfd = epfd;
+    pthread_mutex_lock(&g_sets_mu);
     p->ep->next = g_sets;
     if (g_sets)
         g_sets->prev = p->ep;
     g_sets = p->ep;
+    pthread_mutex_unlock(&g_sets_mu);
     p->kind = PFD_EPOLL;
     return epfd;
 }
@@ -275,15 +342,51 @@ int pre_epoll_create1(int flags)
 static struct uepoll_ent *ep_find(struct uepoll *ep, int fd)
 {
     for (int i = 0; i < ep->n; i++)
-        if (ep->ents[i].fd == fd)
+        if (ep->ents[i].fd == fd && !ep->ents[i].detached)
             return &ep->ents[i];
     return NULL;
+}
+
+/* An epoll set inside another: the kernel set holds it (for its kernel members, and to check
+ * EINVAL/ELOOP/EEXIST as Linux does), and the user part too, so that the outer set reports it
+ * when its accelerated members are ready. */
+static int nested_ctl(int epfd, struct uepoll *ep, int op, int fd, struct epoll_event *ev)
+{
+    int rc = real_epoll_ctl(epfd, op, fd, ev);
+    if (rc < 0)
+        return rc;
+    struct uepoll_ent *x = ep_find(ep, fd);
+    if (op == EPOLL_CTL_ADD && !x) {
+        if (ep->n == ep->cap) {
+            int cap = ep->cap ? ep->cap * 2 : 16;
+            struct uepoll_ent *n = realloc(ep->ents, sizeof(*n) * (size_t)cap);
+            if (!n) {
+                real_epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+                return set_errno(-ENOMEM);
+            }
+            ep->ents = n;
+            ep->cap = cap;
+        }
+        ep->ents[ep->n++] = (struct uepoll_ent){ .fd = fd, .events = ev->events, .data = ev->data,
+                                                 .gen_seen = UINT32_MAX };
+    } else if (op == EPOLL_CTL_MOD && x) {
+        x->events = ev->events;
+        x->data = ev->data;
+        x->disabled = false;
+        x->bits_seen = 0;
+    } else if (op == EPOLL_CTL_DEL && x) {
+        *x = ep->ents[--ep->n];
+        drop_wake_fds(epfd, ep);
+    }
+    return 0;
 }
 
 int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     struct pfd *e = pfd_get(epfd);
     struct pfd *p = pfd_get(fd);
+    if (e && e->kind == PFD_EPOLL && e->ep && p && p->kind == PFD_EPOLL && p->ep)
+        return nested_ctl(epfd, e->ep, op, fd, ev);
     if (!e || e->kind != PFD_EPOLL || !p || p->kind == PFD_EPOLL)
         return real_epoll_ctl(epfd, op, fd, ev);
     struct uepoll *ep = e->ep;
@@ -332,14 +435,85 @@ int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     return set_errno(-EINVAL);
 }
 
+/* A nested epoll set is in both parts of the outer set: when the user part reported it, the same
+ * set reported again by the kernel (its kernel members are ready too) is one event, not two. */
+static int drop_nested_dups(struct uepoll *ep, struct epoll_event *ev, int nuser, int n)
+{
+    int k = nuser;
+    for (int i = nuser; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < nuser && !dup; j++)
+            if (ev[j].data.u64 == ev[i].data.u64)
+                for (int m = 0; m < ep->n && !dup; m++) {
+                    struct pfd *p = pfd_get(ep->ents[m].fd);
+                    dup = p && p->kind == PFD_EPOLL && ep->ents[m].data.u64 == ev[i].data.u64;
+                }
+        if (!dup)
+            ev[k++] = ev[i];
+    }
+    return k;
+}
+
 /* Removes the stack's wake events from what the kernel returned. */
 static int strip_wake(struct epoll_event *ev, int n)
 {
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (ev[i].data.u64 != WAKE_MARK)
+        if (ev[i].data.u64 != WAKE_MARK && ev[i].data.u64 != BELL_MARK)
             ev[k++] = ev[i];
     return k;
+}
+
+static unsigned ent_poll(struct pfd *p, int depth);
+
+/* Whether epoll_wait on ep would report one of its accelerated (user-space) members now, without
+ * consuming anything: what makes an epoll fd readable inside another set or in poll(). */
+static bool uepoll_user_ready(struct uepoll *ep, int depth)
+{
+    if (depth > 4)              /* Linux's EP_MAX_NESTS; loops are refused by the kernel's ELOOP */
+        return false;
+    for (int i = 0; i < ep->n; i++) {
+        struct uepoll_ent *x = &ep->ents[i];
+        struct pfd tmp, *p = ent_pfd(x, &tmp);
+        if (x->disabled || !p)
+            continue;
+        unsigned bits = ent_poll(p, depth + 1) & (x->events | EPOLLERR | EPOLLHUP);
+        if (!(x->events & EPOLLET) && bits)
+            return true;
+        if (x->events & EPOLLET) {
+            uint32_t gen = (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                               ? slip_sock__evgen(g_pre.stack, p->kind == PFD_TCP, p->sock) : 0;
+            if ((bits & ~x->bits_seen) || (bits && gen != x->gen_seen))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Readiness of a member of an epoll set: a socket's bits, or EPOLLIN for a nested epoll set whose
+ * accelerated members are ready (its kernel members reach the outer set through the kernel). */
+static unsigned ent_poll(struct pfd *p, int depth)
+{
+    if (p->kind == PFD_EPOLL)
+        return p->ep && uepoll_user_ready(p->ep, depth) ? EPOLLIN | EPOLLRDNORM : 0;
+    return pfd_poll(p);
+}
+
+static void reverse_ents(struct uepoll_ent *a, int n)
+{
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        struct uepoll_ent t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Moves the first k entries of the set behind the others, keeping both groups in order. */
+static void rotate_ents(struct uepoll *ep, int k)
+{
+    reverse_ents(ep->ents, k);
+    reverse_ents(ep->ents + k, ep->n - k);
+    reverse_ents(ep->ents, ep->n);
 }
 
 static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
@@ -347,10 +521,10 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
     int n = 0;
     for (int i = 0; i < ep->n && n < max; i++) {
         struct uepoll_ent *x = &ep->ents[i];
-        struct pfd *p = pfd_get(x->fd);
+        struct pfd tmp, *p = ent_pfd(x, &tmp);
         if (x->disabled || !p)
             continue;
-        unsigned bits = pfd_poll(p) & (x->events | EPOLLERR | EPOLLHUP);
+        unsigned bits = ent_poll(p, 0) & (x->events | EPOLLERR | EPOLLHUP);
         if (x->events & EPOLLET) {
             /* Edge-triggered: report a bit that was not set when we last looked, or any ready bit
              * after a new event on the socket (more data, more space, a state change). */
@@ -369,6 +543,13 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
         n++;
         if (x->events & EPOLLONESHOT)
             x->disabled = true;
+        if (n == max && i + 1 < ep->n) {
+            /* Cut short by maxevents: the entries looked at go behind the others, so the next
+             * call starts with those not reported (Linux requeues reported items at the tail of
+             * its ready list; without this a busy first socket would starve the rest). */
+            rotate_ents(ep, i + 1);
+            break;
+        }
     }
     return n;
 }
@@ -386,20 +567,28 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
         int wake[MAX_WAKE];
         int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
         for (int i = 0; i < nw; i++) {
-            struct epoll_event kev = { .events = EPOLLIN, .data.u64 = WAKE_MARK };
+            /* The doorbell edge-triggered: every ring reaches every epoll set once and nobody
+             * reads it here, so no thread can take a ring meant for another (a level-triggered
+             * doorbell had to be drained, and the drain of one sleeper lost another's wakeup). */
+            bool bell = wake[i] == slip_stack__doorbell_fd(s);
+            struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
+                                       .data.u64 = bell ? BELL_MARK : WAKE_MARK };
             real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
         }
         ep->stack_fds_added = true;
     }
     uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
+    slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
     for (;;) {
         slip_stack__poll(s);
+        slip_stack__sleepers(s, 1);     /* before the last look, as in pre_poll */
         int n = user_ready(ep, ev, max);
         if (n > 0) {
+            slip_stack__sleepers(s, -1);
             if (n < max) {
                 int r = real_epoll_wait(epfd, ev + n, max - n, 0);
                 if (r > 0)
-                    n += strip_wake(ev + n, r);
+                    n = drop_nested_dups(ep, ev, n, n + strip_wake(ev + n, r));
             }
             return n;
         }
@@ -407,11 +596,9 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
         int t = preload_sleep_ms(s, left);
         if (left >= 0 && t > left)
             t = left;
-        slip_stack__sleepers(s, 1);
         int r = real_epoll_wait(epfd, ev, max, t);
         int saved = errno;
         slip_stack__sleepers(s, -1);
-        slip_stack__doorbell_drain(s);      /* may leave EAGAIN in errno */
         errno = saved;
         if (r < 0)
             return r;

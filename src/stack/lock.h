@@ -10,6 +10,7 @@ struct slip_lock {
     _Atomic uint32_t word;      /* 0 free, 1 held, 2 held with waiters (Drepper, "Futexes are tricky") */
     uint32_t owner_pid;         /* for diagnostics after a crash */
     uint64_t contended;         /* times a locker had to wait */
+    uint64_t stolen;            /* times a waiter took the lock over from a dead holder */
 };
 
 void slip_lock__init(struct slip_lock *l);

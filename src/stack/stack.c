@@ -26,12 +26,13 @@
 #include "stack/arena.h"
 #include "stack/fault.h"
 #include "stack/lock.h"
+#include "stack/proc.h"
 #include "tcp/tcp.h"
 #include "tcp/tcp_fsm.h"
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 1
+#define SLIP_SHM_VERSION 2
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
@@ -43,6 +44,7 @@ struct stack_counters {
 };
 
 #define SLIP_TCP_MAX_CONNS 4096
+_Static_assert(SLIP_TCP_MAX_CONNS == SLIP_PROC_TCP && UDP_MAX_SOCKS == SLIP_PROC_UDP, "proc.h sizes");
 
 /* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
  * claim in the XDP program. Released when the engine is done with the connection (after
@@ -84,6 +86,17 @@ struct slip_shm {
     uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
     char ifname[SLIP_MAX_IFACES][16];
     uint32_t udp_refs[1024];
+    struct slip_procs procs;    /* who holds which references and reservation sockets */
+    /* Inode of the application's kernel socket behind each stack socket: a process that
+     * receives that kernel socket over a UNIX socket (SCM_RIGHTS) finds the stack socket. */
+    uint64_t tcp_ino[SLIP_TCP_MAX_CONNS];
+    uint64_t udp_ino[UDP_MAX_SOCKS];
+    /* References travelling in UNIX socket messages (SCM_RIGHTS), counted in the sender's slot
+     * until a receiver takes one over: the sender may close its fd before anyone receives. */
+    uint32_t tcp_inflight[SLIP_TCP_MAX_CONNS];
+    int32_t tcp_inflight_slot[SLIP_TCP_MAX_CONNS];
+    uint32_t udp_inflight[UDP_MAX_SOCKS];
+    int32_t udp_inflight_slot[UDP_MAX_SOCKS];
 };
 
 struct stack_iface {
@@ -116,6 +129,9 @@ struct slip_stack {
     int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
     struct tcp_res *tres;       /* shm->tres */
+    int proc;                   /* this process's slot in shm->procs, -1 without one */
+    bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
+    slip_time_t reap_next;
 };
 
 
@@ -132,9 +148,13 @@ static void pid_refresh(void)
 
 /* Just took the lock: record the owner and, when another process held it last, reload the
  * rings' cached indices in this process (see xsk_port__resync). */
+static void proc_drain_closeq(struct slip_stack *s);
+
 static void stack_locked_by_us(struct slip_stack *s)
 {
     s->shm->lock.owner_pid = (uint32_t)g_pid;
+    if (s->proc >= 0 && s->shm->procs.p[s->proc].closeq_n)
+        proc_drain_closeq(s);
     if (s->shm->last_holder != (uint32_t)g_pid) {
         for (unsigned i = 0; i < s->nifs; i++)
             for (unsigned q = 0; q < s->ifs[i].nq; q++)
@@ -155,6 +175,81 @@ static void stack_lock(struct slip_stack *s)
 static void stack_unlock(struct slip_stack *s)
 {
     slip_lock__release(&s->shm->lock);
+}
+
+/* ---- processes sharing the stack (see proc.h) ---- */
+
+/* Takes slot `want` when it was reserved for this process (fork child, exec'd or spawned image)
+ * or already is ours (exec keeps the pid), else any free slot. Without a slot the process still
+ * works; only its references cannot be reclaimed if it dies. */
+static void proc_register(struct slip_stack *s, int want)
+{
+    struct slip_procs *t = &s->shm->procs;
+    s->reap_ok = slip_proc__start_time(g_pid) != 0;
+    s->proc = -1;
+    if (want >= 0 && want < SLIP_PROC_MAX) {
+        int32_t cur = __atomic_load_n(&t->p[want].pid, __ATOMIC_ACQUIRE);
+        if (cur == SLIP_PROC_RESERVED || cur == (int32_t)g_pid) {
+            slip_procs__bind(t, want, g_pid);
+            s->proc = want;
+            return;
+        }
+    }
+    int i = slip_procs__find(t, g_pid);
+    if (i < 0)
+        i = slip_procs__claim(t, g_pid);
+    if (i < 0)
+        slip_warn("more than %d processes share the stack: sockets of this one (pid %d) are not released if it dies",
+                  SLIP_PROC_MAX, (int)g_pid);
+    s->proc = i;
+}
+
+/* Lock held: close the copies of reservation sockets that other processes released. */
+static void proc_drain_closeq(struct slip_stack *s)
+{
+    struct slip_proc *me = &s->shm->procs.p[s->proc];
+    for (uint32_t i = 0; i < me->closeq_n && i < SLIP_PROC_CLOSEQ; i++)
+        close(me->closeq[i]);
+    me->closeq_n = 0;
+}
+
+static bool held_test(const struct slip_proc *p, unsigned i)
+{
+    return (p->held[i / 64] >> (i % 64)) & 1;
+}
+
+/* Lock held: this process just made the reservation socket of TCP slot i; nobody else has a copy. */
+static void proc_kfd_hold(struct slip_stack *s, unsigned i)
+{
+    for (int k = 0; k < SLIP_PROC_MAX; k++)
+        s->shm->procs.p[k].held[i / 64] &= ~(1ull << (i % 64));
+    if (s->proc >= 0)
+        s->shm->procs.p[s->proc].held[i / 64] |= 1ull << (i % 64);
+}
+
+/* Lock held: the reservation socket fd of TCP slot i is released. Every process with a copy
+ * closes its own: this one now, the others on their next turn with the lock (a dead one's copy
+ * went with it). Without slots (table full), only this process's copy can be closed. */
+static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
+{
+    struct slip_procs *t = &s->shm->procs;
+    bool mine = s->proc < 0;
+    for (int k = 0; k < SLIP_PROC_MAX; k++) {
+        struct slip_proc *p = &t->p[k];
+        if (!held_test(p, i))
+            continue;
+        p->held[i / 64] &= ~(1ull << (i % 64));
+        if (k == s->proc) {
+            mine = true;
+        } else if (__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE) {
+            if (p->closeq_n < SLIP_PROC_CLOSEQ)
+                p->closeq[p->closeq_n++] = fd;
+            else
+                t->closeq_overflows++;
+        }
+    }
+    if (mine)
+        close(fd);
 }
 
 static slip_time_t now_ns(void)
@@ -278,6 +373,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     }
     pid_refresh();
     s->cfg = *cfg;
+    s->proc = -1;
     s->epfd = -1;
     s->doorbell = -1;
     s->arena.memfd = -1;
@@ -353,6 +449,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
     }
     slip_lock__init(&s->shm->lock);
+    proc_register(s, -1);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
     s->pool.frames = slip_arena__ptr(a, (uint64_t)o_pool);
@@ -584,17 +681,30 @@ static int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
     return rc;
 }
 
+/* Lock held. True when another listener of a SO_REUSEPORT group still needs r's listen key. */
+static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
+{
+    if (r->key != 1)
+        return false;
+    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++) {
+        const struct tcp_res *o = &s->tres[i];
+        if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
+            return true;
+    }
+    return false;
+}
+
 /* Lock held. */
 static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
 {
-    if (r->key) {
+    if (r->key && !tcp_res_key_shared(s, r)) {
         struct steer_key k;
         steer_tcp_key(&k, r);
         for (unsigned i = 0; i < s->nifs; i++)
             steer__del(s->ifs[i].steer, &k);
     }
     if (r->kfd >= 0)
-        close(r->kfd);
+        proc_kfd_drop(s, (unsigned)(r - s->tres), r->kfd);
     if (r->pending)
         s->shm->tres_pending--;
     memset(r, 0, sizeof(*r));
@@ -627,6 +737,16 @@ static slip_time_t poll_locked(struct slip_stack *s)
     env_refresh(s, now);
     s->shm->c.polls++;
     s->shm->last_poll = now;
+    /* Frames a deferring thread left on the TX rings go first: on veth the peer's answer (an
+     * ACK, a RST) comes back inside the kick, and this poll then sees it, as the kernel's socket
+     * would have by the time its send() returned. */
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            if (xsk_port__tx_queued(s->ifs[i].ports[q])) {
+                ip_output__flush(&s->env);
+                i = s->nifs;
+                break;
+            }
     if (now >= s->ctl_next) {
         ctl__process(s->ctl);
         s->ctl_next = now + CTL_POLL_INTERVAL;
@@ -722,15 +842,96 @@ void slip_stack__doorbell_drain(struct slip_stack *s)
     errno = saved;
 }
 
+/* ---- deferred TX kicks ----
+ * A kick (sendto on the AF_XDP socket) is a syscall, and on veth in copy mode it also runs the
+ * peer's receive softirq. A thread working through what epoll_wait/poll returned leaves the
+ * frames of its sends on the TX ring, and the next poll (its next wait, a blocking call, any
+ * stack poll) kicks them all at once. Nothing waits unbounded: a thread defers only while this
+ * process's progress thread is due within TX_DEFER_BOUND, and while deferral is in use the
+ * progress thread comes back at least that often and kicks what was left. */
+#define TX_DEFER_BOUND (3 * SLIP_MSEC)
+#define TX_DEFER_HOT SLIP_SEC           /* how long after the last deferral it keeps doing so */
+#define TX_DEFER_KICK_AT 32             /* ring fill that kicks at once (copy mode: 32 a kick) */
+#define PROGRESS_AFTER_POLL (2 * SLIP_MSEC)     /* init.c's progress thread naps after its poll */
+
+static __thread bool t_tx_defer;        /* this thread handles events a wait returned */
+static __thread bool t_progress;        /* this thread is the progress thread */
+static slip_time_t g_progress_due;      /* when the progress thread looks again ... */
+static pid_t g_progress_pid;            /* ... in this process (not a fork child) */
+static slip_time_t g_defer_wanted;      /* when a thread last wanted to defer */
+
+void slip_stack__tx_defer(struct slip_stack *s, bool on)
+{
+    (void)s;
+    t_tx_defer = on;
+}
+
+/* Lock held, after a send, receive or close: kick now, or leave the frames for the next poll. */
+static void tx_done(struct slip_stack *s)
+{
+    if (!t_tx_defer) {
+        ip_output__flush(&s->env);
+        return;
+    }
+    slip_time_t now = s->env.now;
+    __atomic_store_n(&g_defer_wanted, now, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE) != g_pid ||
+        __atomic_load_n(&g_progress_due, __ATOMIC_ACQUIRE) > now + TX_DEFER_BOUND)
+        ip_output__flush(&s->env);      /* nobody due soon: kick now (the progress thread
+                                         * sees g_defer_wanted and shortens its sleeps) */
+    else
+        ip_output__push(&s->env, TX_DEFER_KICK_AT);
+}
+
+static void progress_due(slip_time_t at)
+{
+    __atomic_store_n(&g_progress_due, at, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_progress_pid, g_pid, __ATOMIC_RELEASE);
+}
+
+static bool defer_hot(slip_time_t now)
+{
+    return now - __atomic_load_n(&g_defer_wanted, __ATOMIC_RELAXED) < TX_DEFER_HOT;
+}
+
+/* Progress thread: kicks frames that deferring threads left on the TX rings. */
+static void tx_kick_left(struct slip_stack *s)
+{
+    bool any = false;
+    for (unsigned i = 0; i < s->nifs && !any; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq && !any; q++)
+            any = xsk_port__tx_queued(s->ifs[i].ports[q]) != 0;
+    if (!any || !slip_lock__try(&s->shm->lock))
+        return;     /* the lock holder kicks, or leaves them for our next round */
+    stack_locked_by_us(s);
+    ip_output__flush(&s->env);
+    stack_unlock(s);
+}
+
 int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
 {
     slip_time_t now = now_ns();
-    if (now - s->shm->last_poll < idle_ns)
-        return (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
-    if (!slip_lock__try(&s->shm->lock))
+    t_progress = true;
+    if (now - s->shm->last_poll < idle_ns) {
+        int ms = (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
+        if (defer_hot(now)) {
+            tx_kick_left(s);
+            ms = SLIP_MIN(ms, (int)(TX_DEFER_BOUND / SLIP_MSEC) - 1);
+        }
+        progress_due(now + (slip_time_t)ms * SLIP_MSEC);
+        return ms;
+    }
+    if (!slip_lock__try(&s->shm->lock)) {
+        progress_due(now + SLIP_MSEC);
         return 1;
+    }
     stack_locked_by_us(s);
+    uint64_t before = s->shm->c.rx_frames + s->shm->c.tcp_wakeups;
     s->next_deadline = poll_locked(s);
+    /* As in slip_stack__poll: what this poll delivered may be for a sleeping thread. */
+    if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
+        __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
+        ring_doorbell(s);
     stack_unlock(s);
     return 0;
 }
@@ -751,12 +952,20 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
 int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
 {
     slip_time_t next = s->next_deadline, now = now_ns();
-    if (next == SLIP_TIME_NEVER)
-        return timeout_ms;
-    slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
-    if (timeout_ms < 0 || (slip_time_t)timeout_ms > d)
-        return (int)d;
-    return timeout_ms;
+    int t = timeout_ms;
+    if (next != SLIP_TIME_NEVER) {
+        slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
+        if (t < 0 || (slip_time_t)t > d)
+            t = (int)d;
+    }
+    if (t_progress) {
+        /* The progress thread about to sleep after its poll: while threads defer kicks it
+         * only naps (see tx_done); otherwise tell them how long it will be away. */
+        if (defer_hot(now))
+            t = 0;
+        progress_due(t < 0 ? SLIP_TIME_NEVER : now + (slip_time_t)t * SLIP_MSEC + PROGRESS_AFTER_POLL);
+    }
+    return t;
 }
 
 uint32_t slip_stack__ctl_seq(struct slip_stack *s)
@@ -797,10 +1006,208 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
 }
 
-uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta)
+uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta)
 {
+    if (slot >= 0 && slot < SLIP_PROC_MAX) {
+        struct slip_proc *p = &s->shm->procs.p[slot];
+        __atomic_add_fetch(tcp ? &p->tcp[sock] : &p->udp[sock], (uint32_t)delta, __ATOMIC_RELAXED);
+    }
     uint32_t *r = tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock];
     return __atomic_add_fetch(r, (uint32_t)delta, __ATOMIC_ACQ_REL);
+}
+
+uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta)
+{
+    uint32_t n = slip_sock__ref_in(s, s->proc, tcp, sock, delta);
+    if (n == 0)
+        slip_sock__set_ino(s, tcp, sock, 0);
+    return n;
+}
+
+void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock)
+{
+    stack_lock(s);
+    slip_sock__ref_in(s, s->proc, tcp, sock, 1);
+    (tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock]++;
+    (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock] = s->proc;
+    stack_unlock(s);
+}
+
+void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock)
+{
+    stack_lock(s);
+    uint32_t *n = &(tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock];
+    int from = (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock];
+    slip_sock__ref_in(s, s->proc, tcp, sock, 1);
+    if (*n) {
+        (*n)--;
+        /* the travelling reference is now ours: give back the sender's (the total stays) */
+        if (from >= 0 && from < SLIP_PROC_MAX)
+            __atomic_sub_fetch(tcp ? &s->shm->procs.p[from].tcp[sock] : &s->shm->procs.p[from].udp[sock], 1,
+                               __ATOMIC_RELAXED);
+        __atomic_sub_fetch(tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock], 1, __ATOMIC_ACQ_REL);
+    }
+    stack_unlock(s);
+}
+
+void slip_sock__set_ino(struct slip_stack *s, bool tcp, int sock, uint64_t ino)
+{
+    __atomic_store_n(tcp ? &s->shm->tcp_ino[sock] : &s->shm->udp_ino[sock], ino, __ATOMIC_RELEASE);
+}
+
+int slip_sock__by_ino(struct slip_stack *s, uint64_t ino, bool *tcp)
+{
+    if (!ino)
+        return -ENOENT;
+    for (int i = 0; i < SLIP_TCP_MAX_CONNS; i++)
+        if (__atomic_load_n(&s->shm->tcp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+            *tcp = true;
+            return i;
+        }
+    for (int i = 0; i < UDP_MAX_SOCKS; i++)
+        if (__atomic_load_n(&s->shm->udp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+            *tcp = false;
+            return i;
+        }
+    return -ENOENT;
+}
+
+int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
+{
+    if (s->proc < 0)
+        return -1;
+    struct slip_procs *t = &s->shm->procs;
+    int c = slip_procs__claim(t, SLIP_PROC_RESERVED);
+    if (c < 0)
+        return -1;
+    stack_lock(s);      /* a consistent copy of what this process holds */
+    struct slip_proc *me = &t->p[s->proc], *ch = &t->p[c];
+    /* Reservation sockets are never close-on-exec: any child gets a copy. */
+    memcpy(ch->held, me->held, sizeof(ch->held));
+    stack_unlock(s);
+    if (copy_refs) {
+        for (int i = 0; i < SLIP_PROC_TCP; i++) {
+            uint32_t n = __atomic_load_n(&me->tcp[i], __ATOMIC_RELAXED);
+            if (n)
+                slip_sock__ref_in(s, c, true, i, (int)n);
+        }
+        for (int i = 0; i < SLIP_PROC_UDP; i++) {
+            uint32_t n = __atomic_load_n(&me->udp[i], __ATOMIC_RELAXED);
+            if (n)
+                slip_sock__ref_in(s, c, false, i, (int)n);
+        }
+    }
+    return c;
+}
+
+/* Gives back everything slot c holds; closes the sockets whose last reference it was. */
+static void proc_release_slot(struct slip_stack *s, int c)
+{
+    struct slip_proc *p = &s->shm->procs.p[c];
+    for (int i = 0; i < SLIP_PROC_TCP; i++) {
+        uint32_t n = __atomic_exchange_n(&p->tcp[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->shm->tcp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, true, i, 0);
+            slip_tcp__close(s, i);
+        }
+    }
+    for (int i = 0; i < SLIP_PROC_UDP; i++) {
+        uint32_t n = __atomic_exchange_n(&p->udp[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->shm->udp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, false, i, 0);
+            slip_udp__close(s, i);
+        }
+    }
+    stack_lock(s);
+    slip_procs__free(&s->shm->procs, c);
+    stack_unlock(s);
+}
+
+void slip_proc__started(struct slip_stack *s, int slot, pid_t pid)
+{
+    if (slot < 0)
+        return;
+    if (pid == 0) {             /* in the fork child */
+        pid_refresh();
+        slip_procs__bind(&s->shm->procs, slot, g_pid);
+        s->proc = slot;
+    } else if (pid > 0) {
+        slip_procs__bind(&s->shm->procs, slot, pid);
+    } else {
+        proc_release_slot(s, slot);
+    }
+}
+
+uint32_t slip_proc__held(struct slip_stack *s, bool tcp, int sock)
+{
+    if (s->proc < 0)
+        return 0;
+    const struct slip_proc *p = &s->shm->procs.p[s->proc];
+    return __atomic_load_n(tcp ? &p->tcp[sock] : &p->udp[sock], __ATOMIC_RELAXED);
+}
+
+int slip_proc__slot(struct slip_stack *s)
+{
+    return s->proc;
+}
+
+static int proc_reap_now(struct slip_stack *s, slip_time_t now)
+{
+    s->reap_next = now + 100 * SLIP_MSEC;
+    int n = 0;
+    for (int i = 0; i < SLIP_PROC_MAX; i++) {
+        if (i == s->proc || !slip_procs__take_dead(&s->shm->procs, i))
+            continue;
+        proc_release_slot(s, i);
+        __atomic_add_fetch(&s->shm->procs.reaped, 1, __ATOMIC_RELAXED);
+        n++;
+    }
+    return n;
+}
+
+int slip_stack__reap(struct slip_stack *s)
+{
+    slip_time_t now = now_ns();
+    if (!s->reap_ok || now < s->reap_next)
+        return 0;
+    return proc_reap_now(s, now);
+}
+
+/* Connections still delivering what the application wrote before closing: data or FIN not
+ * acknowledged yet. */
+static unsigned tcp_unfinished(struct slip_stack *s)
+{
+    unsigned n = 0;
+    stack_lock(s);
+    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+        const struct tcp_conn *c = &s->tcp->conns[i];
+        if (c->state == TCPS_FIN_WAIT_1 || c->state == TCPS_CLOSING || c->state == TCPS_LAST_ACK ||
+            ((c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT) && c->sndq.bytes))
+            n++;
+    }
+    stack_unlock(s);
+    return n;
+}
+
+void slip_stack__exit(struct slip_stack *s, int linger_ms)
+{
+    /* exit() from inside the stack (a signal handler, another thread's abort): touch nothing. */
+    if (__atomic_load_n(&s->shm->lock.owner_pid, __ATOMIC_ACQUIRE) == (uint32_t)g_pid)
+        return;
+    if (s->proc >= 0) {
+        proc_release_slot(s, s->proc);
+        s->proc = -1;
+    }
+    if (s->reap_ok)
+        proc_reap_now(s, now_ns());
+    for (int i = 0; i < SLIP_PROC_MAX; i++)
+        if (__atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE && !slip_procs__dead(&s->shm->procs, i))
+            return;             /* someone else carries on with the stack */
+    /* The last process: the stack dies with it, so deliver what was written first, as the
+     * kernel would after the process is gone (bounded: the kernel's orphans may take minutes). */
+    slip_time_t end = now_ns() + (slip_time_t)linger_ms * SLIP_MSEC;
+    while (tcp_unfinished(s) && now_ns() < end)
+        slip_stack__wait(s, 10);
 }
 
 int slip_stack__wait(struct slip_stack *s, int timeout_ms)
@@ -859,6 +1266,13 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "pool.low_water", s->pool.frames->low_water);
     emit(k, "ip.reass_bufs", s->ip->reass_bufs);
     emit(k, "lock.contended", s->shm->lock.contended);
+    emit(k, "lock.stolen", s->shm->lock.stolen);
+    unsigned live = 0;
+    for (int i = 0; i < SLIP_PROC_MAX; i++)
+        live += s->shm->procs.p[i].pid > 0;
+    emit(k, "procs.live", live);
+    emit(k, "procs.reaped", s->shm->procs.reaped);
+    emit(k, "procs.closeq_overflows", s->shm->procs.closeq_overflows);
     if (s->fault.on) {
         emit(k, "fault.dropped", s->fault.dropped);
         emit(k, "fault.duplicated", s->fault.duplicated);
@@ -949,8 +1363,14 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
         return -e;
     }
     port = ntoh16(sin.sin_port);
+    /* SO_REUSEPORT was set on the kernel socket, whose bind() just applied Linux's rules. */
+    int reuseport = 0;
+    socklen_t rl = sizeof(reuseport);
+    if (getsockopt(kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
+        reuseport = 0;
 
     stack_lock(s);
+    udp_sock__set_reuseport(s->udp, (slip_idx_t)sock, reuseport != 0);
     int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
     if (rc == 0) {
         struct steer_key k;
@@ -1079,7 +1499,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
         struct steer_key k;
         steer_key(&k, u->laddr, u->lport);
         bool shared = false;
-        /* Another socket may hold the same (addr, port) through SO_REUSEPORT later; keep the key then. */
+        /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
         for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
             if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
                 s->udp->socks[i].laddr == u->laddr)
@@ -1164,6 +1584,19 @@ static int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
     return d < 0 ? -errno : d;
 }
 
+bool slip_tcp__port_busy(struct slip_stack *s, be32 addr, uint16_t port)
+{
+    bool busy = false;
+    stack_lock(s);
+    for (uint32_t i = 0; i < s->tcp->high_water && !busy; i++) {
+        const struct tcp_conn *c = &s->tcp->conns[i];
+        busy = c->state != TCPS_CLOSED && c->state != TCPS_LISTEN && c->lport == port &&
+               (c->laddr == addr || !addr || !c->laddr);
+    }
+    stack_unlock(s);
+    return busy;
+}
+
 int slip_tcp__listen(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog)
 {
     return slip_tcp__listen_kfd(s, sock, addr, port, backlog, -1);
@@ -1176,11 +1609,20 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     int kfd = app_kfd >= 0 ? adopt_kfd(app_kfd, addr, &port) : kernel_reserve_tcp(addr, &port);
     if (kfd < 0)
         return kfd;
+    /* SO_REUSEPORT lives on the application's kernel socket (setsockopt goes there first, and
+     * its bind() already applied Linux's rules); the engine needs it to admit the group. */
+    int reuseport = 0;
+    socklen_t rl = sizeof(reuseport);
+    if (app_kfd >= 0 && getsockopt(app_kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
+        reuseport = 0;
     stack_lock(s);
     struct tcp_res *r = &s->tres[sock];
+    if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
+        tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
     if (rc == 0) {
         r->kfd = kfd;
+        proc_kfd_hold(s, (unsigned)sock);
         r->key = 1;
         r->laddr = addr;
         r->lport = port;
@@ -1226,6 +1668,9 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     env_refresh(s, now_ns());
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
+    /* Another try after a failed attempt: the first one's reservation and claim go first. */
+    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->tres[sock].key || s->tres[sock].kfd >= 0))
+        tcp_res_release(s, &s->tres[sock]);
     stack_unlock(s);
     if (rc < 0)
         return rc;
@@ -1238,6 +1683,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     env_refresh(s, now_ns());
     struct tcp_res *r = &s->tres[sock];
     r->kfd = kfd;
+    proc_kfd_hold(s, (unsigned)sock);
     r->key = 2;
     r->laddr = rt.src;
     r->lport = lport;
@@ -1262,7 +1708,7 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     stack_lock(s);
     env_refresh(s, now_ns());
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1, more ? TCP_SEND_MORE : 0);
-    ip_output__flush(&s->env);
+    tx_done(s);
     stack_unlock(s);
     return rc;
 }
@@ -1274,9 +1720,33 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
     stack_lock(s);
     env_refresh(s, now_ns());
     ssize_t rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
-    ip_output__flush(&s->env);     /* a window update may have been sent */
+    tx_done(s);     /* a window update may have been sent */
     stack_unlock(s);
     return rc;
+}
+
+/* Lock held, listener sock about to stop listening: accepted children were steered by the
+ * listener's claim, so each live one gets its own 4-tuple claim first. */
+static void listener_handover(struct slip_stack *s, int sock)
+{
+    struct tcp_conn *c = &s->tcp->conns[sock];
+    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+        struct tcp_conn *ch = &s->tcp->conns[i];
+        if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
+            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->tres[i].key)
+            continue;
+        struct tcp_res *cr = &s->tres[i];
+        cr->key = 2;
+        cr->laddr = ch->laddr;
+        cr->lport = ch->lport;
+        cr->raddr = ch->raddr;
+        cr->rport = ch->rport;
+        tcp_res_claim(s, cr);
+        if (!(ch->flags & TCPF_USER)) {
+            cr->pending = 1;
+            s->shm->tres_pending++;
+        }
+    }
 }
 
 int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
@@ -1285,7 +1755,12 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         return -EBADF;
     stack_lock(s);
     env_refresh(s, now_ns());
+    bool listener = s->tcp->conns[sock].state == TCPS_LISTEN;
+    if (listener && how != SHUT_WR)
+        listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
+    if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
+        tcp_res_release(s, &s->tres[sock]);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
     return rc;
@@ -1300,25 +1775,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     struct tcp_conn *c = &s->tcp->conns[sock];
     struct tcp_res *r = &s->tres[sock];
     if (c->state == TCPS_LISTEN) {
-        /* Accepted children were steered by the listener's claim: give each live one its own
-         * 4-tuple claim before the listener's goes away. */
-        for (uint32_t i = 0; i < s->tcp->high_water; i++) {
-            struct tcp_conn *ch = &s->tcp->conns[i];
-            if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-                !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->tres[i].key)
-                continue;
-            struct tcp_res *cr = &s->tres[i];
-            cr->key = 2;
-            cr->laddr = ch->laddr;
-            cr->lport = ch->lport;
-            cr->raddr = ch->raddr;
-            cr->rport = ch->rport;
-            tcp_res_claim(s, cr);
-            if (!(ch->flags & TCPF_USER)) {
-                cr->pending = 1;
-                s->shm->tres_pending++;
-            }
-        }
+        listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         tcp_res_release(s, r);
     } else {
@@ -1340,7 +1797,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
             r->kfd = -1;
         }
     }
-    ip_output__flush(&s->env);
+    tx_done(s);
     stack_unlock(s);
     return 0;
 }
@@ -1446,21 +1903,65 @@ static void clear_cloexec(int fd)
 
 int slip_stack__export(struct slip_stack *s, char *buf, size_t len)
 {
+    return slip_stack__export_for(s, s->proc, buf, len);
+}
+
+static void no_clear(int fd)
+{
+    (void)fd;
+}
+
+/* The description attach reads: "memfd;steer fds,xsk fds;...;pSLOT". clear() is applied to every
+ * fd it names (exec: make it survive; sharing over a socket: leave it). */
+static int describe(struct slip_stack *s, int slot, char *buf, size_t len, void (*clear)(int))
+{
     size_t n = (size_t)snprintf(buf, len, "%d", s->arena.memfd);
-    clear_cloexec(s->arena.memfd);
+    clear(s->arena.memfd);
     for (unsigned i = 0; i < s->nifs && n < len; i++) {
         int fds[4];
         steer__export(s->ifs[i].steer, fds);
         n += (size_t)snprintf(buf + n, len - n, ";%d,%d,%d,%d", fds[0], fds[1], fds[2], fds[3]);
         for (int k = 0; k < 4; k++)
-            clear_cloexec(fds[k]);
+            clear(fds[k]);
         for (unsigned q = 0; q < s->ifs[i].nq && n < len; q++) {
             int fd = xsk_port__fd(s->ifs[i].ports[q]);
             n += (size_t)snprintf(buf + n, len - n, ",%d", fd);
-            clear_cloexec(fd);
+            clear(fd);
         }
     }
+    if (slot >= 0 && n < len)
+        n += (size_t)snprintf(buf + n, len - n, ";p%d", slot);
     return n < len ? 0 : -ENOSPC;
+}
+
+int slip_stack__export_for(struct slip_stack *s, int slot, char *buf, size_t len)
+{
+    return describe(s, slot, buf, len, clear_cloexec);
+}
+
+int slip_stack__describe_for_peer(struct slip_stack *s, pid_t pid, char *buf, size_t len)
+{
+    struct slip_procs *t = &s->shm->procs;
+    int slot = slip_procs__find(t, pid);
+    if (slot < 0)
+        slot = slip_procs__claim(t, pid);
+    return describe(s, slot, buf, len, no_clear);
+}
+
+int slip_stack__export_fds(struct slip_stack *s, int *fds, int max)
+{
+    int n = 0;
+    if (n < max)
+        fds[n++] = s->arena.memfd;
+    for (unsigned i = 0; i < s->nifs; i++) {
+        int sf[4];
+        steer__export(s->ifs[i].steer, sf);
+        for (int k = 0; k < 4 && n < max; k++)
+            fds[n++] = sf[k];
+        for (unsigned q = 0; q < s->ifs[i].nq && n < max; q++)
+            fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
+    }
+    return n;
 }
 
 int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen)
@@ -1471,6 +1972,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         return -ENOMEM;
     s->epfd = -1;
     s->arena.memfd = -1;
+    s->proc = -1;
     doorbell_open(s);
     pid_refresh();
     char buf[512];
@@ -1538,6 +2040,8 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         s->txq[i].port = f->ports[0];
         s->txq[i].ifindex = f->ifindex;
     }
+    char *pt = strtok_r(NULL, ";", &save);
+    proc_register(s, pt && pt[0] == 'p' ? atoi(pt + 1) : -1);
     /* A netlink socket of our own; the tables are shared and already filled. */
     if ((rc = ctl__open(&s->ctl, s->ctl_t)) < 0) {
         snprintf(err, errlen, "netlink: %s", strerror(-rc));

@@ -46,6 +46,9 @@ void slip_stack__close(struct slip_stack *s);
  * stack over from that description. */
 int slip_stack__export(struct slip_stack *s, char *buf, size_t len);
 int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen);
+/* The fds export describes, without touching them (posix_spawn restores their close-on-exec
+ * flags after the call). Returns how many, at most max. */
+int slip_stack__export_fds(struct slip_stack *s, int *fds, int max);
 /* Receives and processes what is waiting, runs due timers, sends what is queued. Returns the
  * next protocol deadline (CLOCK_MONOTONIC ns) or SLIP_TIME_NEVER. */
 slip_time_t slip_stack__poll(struct slip_stack *s);
@@ -66,6 +69,10 @@ int slip_stack__doorbell_fd(struct slip_stack *s);
 /* An application thread about to sleep on the wait fds (+1) or back from it (-1): polls that
  * deliver something while sleepers exist ring the doorbell. */
 void slip_stack__sleepers(struct slip_stack *s, int delta);
+/* on: this thread is working through events a wait (epoll_wait, poll, select) returned, and
+ * will wait again soon; its TCP sends, receives and closes may leave their frames on the TX
+ * ring for the next poll to kick, within a bound (see tx_done in stack.c). */
+void slip_stack__tx_defer(struct slip_stack *s, bool on);
 /* Most fds slip_stack__wait_fds returns. */
 #define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2)
 /* True when traffic to dst leaves through one of the stack's interfaces (else: the kernel's). */
@@ -77,8 +84,48 @@ uint32_t slip_stack__ctl_seq(struct slip_stack *s);
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
 /* A number that changes whenever something happened on the socket (data, space, state). */
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
-/* Adds delta to the count of file descriptors (in every process) referring to a socket. */
+/* Adds delta to the count of file descriptors (in every process) referring to a socket, and to
+ * this process's share of it (so the share can be given back if the process dies). Returns the
+ * new total. */
 uint32_t slip_sock__ref(struct slip_stack *s, bool tcp, int sock, int delta);
+
+/* Processes sharing the stack. Before fork or posix_spawn, reserve the child's slot (fork:
+ * copy_refs, the child holds every fd this process holds; spawn: add the child's references
+ * with slip_sock__ref_in for the fds it inherits). After it, slip_proc__started with the pid the
+ * call returned (0 in a fork child; negative: it failed, the slot and its references are given
+ * back). The slot travels to an exec'd or spawned image in slip_stack__export_for's description.
+ * Any process of the stack calls slip_stack__reap now and then: the references of processes
+ * that died are released as the kernel closes their fds (at most every 100 ms; returns how many
+ * processes were reaped). */
+/* fd passing: the inode of the kernel socket behind a stack socket (0: none), and the stack
+ * socket behind an inode (-ENOENT). The inode is forgotten with the last reference. */
+void slip_sock__set_ino(struct slip_stack *s, bool tcp, int sock, uint64_t ino);
+int slip_sock__by_ino(struct slip_stack *s, uint64_t ino, bool *tcp);
+/* True when a connection of the stack (established, closing, TIME_WAIT: not a listener, whose
+ * kernel socket holds the port itself) uses local port `port` on addr (0: any). */
+bool slip_tcp__port_busy(struct slip_stack *s, be32 addr, uint16_t port);
+/* A fd of the socket leaves in a UNIX socket message (one reference travels with it, counted
+ * for this process until received), and a fd of it arrives (the receiver takes a travelling
+ * reference over, or a new one). */
+void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock);
+void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock);
+int slip_proc__reserve(struct slip_stack *s, bool copy_refs);
+void slip_proc__started(struct slip_stack *s, int slot, pid_t pid);
+uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta);
+int slip_proc__slot(struct slip_stack *s);
+/* References this process holds on a socket (its fds to it, plus fds it passed that nobody
+ * received yet). */
+uint32_t slip_proc__held(struct slip_stack *s, bool tcp, int sock);
+int slip_stack__export_for(struct slip_stack *s, int slot, char *buf, size_t len);
+int slip_stack__reap(struct slip_stack *s);
+/* Sharing with unrelated programs (share.c): the description of the stack for process pid, with
+ * a slot claimed for it, naming this process's fds (the caller passes them over a UNIX socket
+ * in the order slip_stack__export_fds gives). */
+int slip_stack__describe_for_peer(struct slip_stack *s, pid_t pid, char *buf, size_t len);
+/* This process is exiting: gives back its references (closing the sockets only it held) and,
+ * when no other process shares the stack, keeps the stack running up to linger_ms so data and
+ * FINs already written reach the peer, as the kernel delivers a dead process's writes. */
+void slip_stack__exit(struct slip_stack *s, int linger_ms);
 /* Prints every counter of the stack as `group.name value` lines. */
 void slip_stack__dump(struct slip_stack *s, FILE *f);
 /* Reads one counter by its `group.name` (as printed by dump); -ENOENT when unknown. */

@@ -6,5 +6,6 @@ int cmd_doctor(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
 
 #endif

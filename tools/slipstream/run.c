@@ -27,6 +27,8 @@ static const struct {
     { "SLIP_BUSY_POLL", "0", "SO_BUSY_POLL microseconds on the AF_XDP sockets (0: off)" },
     { "SLIP_BUSY_POLL_BUDGET", "64", "SO_BUSY_POLL_BUDGET" },
     { "SLIP_LOG", "warn", "error, warn, info, debug" },
+    { "SLIP_SHARE", "1", "0: do not join (or serve) the stack another program opened on the same interfaces" },
+    { "SLIP_EXIT_LINGER_MS", "2000", "how long the last process of a stack keeps delivering written data at exit" },
     { "SLIP_FAULT_DROP", "0", "test only: drop received frames, parts per million" },
     { "SLIP_FAULT_DUP", "0", "test only: duplicate received frames, ppm" },
     { "SLIP_FAULT_REORDER", "0", "test only: reorder received frames, ppm" },

@@ -1,0 +1,27 @@
+/* One stack per set of interfaces in a network namespace, shared by every accelerated program
+ * there. An interface's XDP hook and each queue's AF_XDP socket can have only one owner, so a
+ * second program started with `slipstream run` on the same interfaces joins the stack the first
+ * one opened instead of failing over to the kernel: some process of the stack listens on an
+ * abstract UNIX socket (per network namespace by nature) named after the interfaces, and hands
+ * the stack's fds (SCM_RIGHTS) and description to a program of the same user (or root) that
+ * connects. Whichever process of the stack is alive keeps the name: the first that finds it free
+ * binds it. */
+#ifndef SLIP_STACK_SHARE_H
+#define SLIP_STACK_SHARE_H
+
+#include <stddef.h>
+
+struct slip_stack;
+
+/* The rendezvous name for a list of interfaces (as in SLIP_IFACES), into buf. */
+void slip_share__name(char *buf, size_t len, const char *const *ifnames, unsigned n);
+/* Binds the name and listens (non-blocking, close-on-exec): the fd, or -EADDRINUSE when another
+ * process serves it already. */
+int slip_share__listen(const char *name);
+/* Serves every program waiting on lfd (never blocks). */
+void slip_share__serve(struct slip_stack *s, int lfd);
+/* Joins the stack served under name: 0 with *out, -ENOENT when nobody serves it, other
+ * negative errno with a line in err. */
+int slip_share__join(struct slip_stack **out, const char *name, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,115 @@
+"""A small SO_REUSEPORT server for tests/system/test_reuseport.py: two listeners on one port,
+each answering "<listener index> <pid>\\n" to every connection and closing it, and keeping the
+number of connections it served in <out>.<index> (rewritten after every connection).
+
+Modes:
+  one          one process opens both listeners and serves them with one selector
+  fork-after   one process opens both, then forks: the parent keeps listener 0, the child
+               listener 1, and each closes the other's fd (what nginx does with `reuseport`)
+  fork-before  the process forks first, then each process opens its own listener
+  close-one    as "one", and SIGUSR1 closes listener 0 (then writes <out>.closed): listener 1
+               must go on getting every connection, still through the stack
+  udp          one process, two UDP sockets with SO_REUSEPORT on the port, each datagram
+               answered with the same line from the socket that received it
+
+Prints "ready" once every listener listens (the fork modes: once per process). Runs until SIGTERM."""
+import argparse
+import os
+import selectors
+import signal
+import socket
+import sys
+
+
+def listener(addr, port, udp=False):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if udp else socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind((addr, port))
+    if not udp:
+        s.listen(128)
+    s.setblocking(False)
+    return s
+
+
+def save(out, idx, n):
+    tmp = f"{out}.{idx}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{n}\n")
+    os.replace(tmp, f"{out}.{idx}")
+
+
+CLOSE_REQUESTED = []
+
+
+def serve(socks, out):
+    """socks: {index: listening socket}. Serves until SIGTERM."""
+    signal.signal(signal.SIGUSR1, lambda *_: CLOSE_REQUESTED.append(1))
+    sel = selectors.DefaultSelector()
+    counts = {}
+    for idx, s in socks.items():
+        sel.register(s, selectors.EVENT_READ, idx)
+        counts[idx] = 0
+        save(out, idx, 0)
+    print("ready", os.getpid(), sorted(socks), flush=True)
+    while True:
+        if CLOSE_REQUESTED and 0 in socks:
+            sel.unregister(socks[0])
+            socks.pop(0).close()
+            with open(f"{out}.closed", "w") as f:
+                f.write("closed\n")
+        for key, _ in sel.select(timeout=0.2):
+            idx = key.data
+            if key.fileobj.type == socket.SOCK_DGRAM:
+                try:
+                    _data, peer = key.fileobj.recvfrom(64)
+                except BlockingIOError:
+                    continue
+                key.fileobj.sendto(f"{idx} {os.getpid()}\n".encode(), peer)
+                counts[idx] += 1
+                save(out, idx, counts[idx])
+                continue
+            try:
+                c, _peer = key.fileobj.accept()
+            except BlockingIOError:
+                continue
+            with c:
+                c.setblocking(True)
+                c.settimeout(10)
+                try:
+                    c.recv(64)
+                    c.sendall(f"{idx} {os.getpid()}\n".encode())
+                except OSError as e:
+                    print("connection error:", e, file=sys.stderr, flush=True)
+                    continue
+            counts[idx] += 1
+            save(out, idx, counts[idx])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--addr", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "udp"), default="one")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if a.mode in ("one", "close-one"):
+        serve({0: listener(a.addr, a.port), 1: listener(a.addr, a.port)}, a.out)
+    elif a.mode == "udp":
+        serve({0: listener(a.addr, a.port, True), 1: listener(a.addr, a.port, True)}, a.out)
+    elif a.mode == "fork-after":
+        l0, l1 = listener(a.addr, a.port), listener(a.addr, a.port)
+        pid = os.fork()
+        if pid == 0:
+            l0.close()
+            serve({1: l1}, a.out)
+        else:
+            l1.close()
+            serve({0: l0}, a.out)
+    else:
+        pid = os.fork()
+        serve({1 if pid == 0 else 0: listener(a.addr, a.port)}, a.out)
+
+
+if __name__ == "__main__":
+    main()

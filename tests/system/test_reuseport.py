@@ -1,0 +1,379 @@
+"""SO_REUSEPORT through the stack: several accelerated listeners on one (address, port), each new
+connection going to one of them by a hash of its 4-tuple, as Linux does.
+
+- apps/reuseport_server.py under `slipstream run` in host b opens two SO_REUSEPORT listeners on
+  one port (one process; two processes sharing them after fork; two processes opening their own
+  after fork; and two UDP sockets), a kernel client in host a makes 200 connections (or sends
+  from 200 source ports): every one is served, both listeners got some, and the kernel of b saw
+  (almost) none of the traffic while the steering program was attached;
+- nginx with `worker_processes 2;` and `listen ... reuseport;` under `slipstream run`: curl and wrk
+  from host a, every response 200, and both workers served connections (pid in the access log).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(HERE, "apps", "reuseport_server.py")
+PY = sys.executable
+A_ADDR, B_ADDR = "198.18.0.1", "198.18.0.2"
+PORT = 8090
+NCONN = 200
+KERNEL_SHARE_MAX = 0.05     # kernel segments of b as a share of the run's (ARP/port stragglers)
+
+
+@pytest.fixture(scope="module")
+def slip(build_dir):
+    exe = build_dir / "slipstream"
+    lib = build_dir / "src" / "preload" / "libslipstream.so"
+    for f in (exe, lib):
+        if not f.exists():
+            pytest.skip(f"not built: {f}")
+    return lambda cmd: [str(exe), "run", "--iface", "veth0", "--", *cmd]
+
+
+@pytest.fixture
+def workdir():
+    d = tempfile.mkdtemp(prefix="slrp-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def snmp(host):
+    """Kernel Tcp/Udp counters of the host's namespace (/proc/net/snmp)."""
+    lines = host.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
+    c = {}
+    for names, values in zip(lines[::2], lines[1::2]):
+        proto = names.split(":")[0]
+        for k, v in zip(names.split()[1:], values.split()[1:]):
+            c[f"{proto}.{k}"] = int(v)
+    return c
+
+
+def kernel_traffic(after, before, proto):
+    keys = ("InSegs", "OutSegs") if proto == "Tcp" else ("InDatagrams", "OutDatagrams")
+    return sum(after[f"{proto}.{k}"] - before[f"{proto}.{k}"] for k in keys)
+
+
+def xdp_attached(host):
+    out = host.run(["ip", "link", "show", "veth0"], check=True).stdout
+    return "prog/xdp" in out and "slip_steer" in out
+
+
+def read(path):
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+
+def stop(p, timeout=10):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        return p.wait(timeout=5)
+
+
+def assert_accelerated_log(text):
+    assert "not accelerated" not in text and "slipstream: error" not in text, text[-2000:]
+
+
+def check_proof(a, b, before_a, before_b, proto):
+    """The kernel of b carried (almost) none of what the kernel of a sent and received."""
+    ref = kernel_traffic(snmp(a), before_a, proto)
+    kern = kernel_traffic(snmp(b), before_b, proto)
+    print(f"proof: kernel {proto} traffic of b = {kern} during a run of {ref} on a "
+          f"({100.0 * kern / max(ref, 1):.2f} %)")
+    assert ref > 0
+    assert kern < KERNEL_SHARE_MAX * ref, f"the kernel of b saw {kern} of {ref}: not accelerated"
+
+
+# The kernel client in host a: NCONN connections (or datagrams from NCONN sockets) one after the
+# other, each from a new ephemeral port; prints per-listener counts from the servers' answers.
+CLIENT = r"""
+import json, socket, sys, collections
+addr, port, n, udp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "udp"
+seen, errors = collections.Counter(), []
+for i in range(n):
+    try:
+        if udp:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(1.0)
+            s.bind(("0.0.0.0", 0))
+            line = b""
+            for attempt in range(5):       # UDP: a lost datagram is resent
+                s.sendto(b"ping", (addr, port))
+                try:
+                    line = s.recv(64)
+                    break
+                except socket.timeout:
+                    continue
+        else:
+            s = socket.create_connection((addr, port), timeout=10)
+            s.sendall(b"hello\n")
+            line = b""
+            while not line.endswith(b"\n"):
+                b = s.recv(64)
+                if not b:
+                    break
+                line += b
+        s.close()
+        f = line.decode().split()
+        if len(f) != 2:
+            errors.append(f"{i}: answer {line!r}")
+            continue
+        seen[f[0] + " " + f[1]] += 1
+    except OSError as e:
+        errors.append(f"{i}: {e}")
+print(json.dumps({"seen": seen, "errors": errors[:20], "nerrors": len(errors)}))
+"""
+
+
+def wait_files(paths, proc, log, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(os.path.exists(p) for p in paths):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    pytest.fail(f"server not ready ({paths}): {read(log)[-2000:]}")
+
+
+def count_file(path):
+    try:
+        return int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+@pytest.mark.parametrize("mode", ["one", "fork-after", "fork-before", "udp"])
+def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, mode):
+    a, b = testbed.host("a"), testbed.host("b")
+    out = os.path.join(workdir, "count")
+    log = os.path.join(workdir, "server.log")
+    with open(log, "w") as f:
+        p = b.popen(slip([PY, SERVER, "--addr", B_ADDR, "--port", str(PORT), "--mode", mode, "--out", out]),
+                    stdout=f, stderr=subprocess.STDOUT)
+    try:
+        wait_files([f"{out}.0", f"{out}.1"], p, log)
+        proto = "Udp" if mode == "udp" else "Tcp"
+        before_a, before_b = snmp(a), snmp(b)
+        cp = a.popen([PY, "-c", CLIENT, B_ADDR, str(PORT), str(NCONN), "udp" if mode == "udp" else "tcp"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.2)
+        xdp = xdp_attached(b)
+        cout, cerr = cp.communicate(timeout=120)
+        assert cp.returncode == 0, cerr[-2000:]
+        res = json.loads(cout)
+        print(f"mode {mode}: answers per listener/pid {res['seen']}, errors {res['nerrors']} {res['errors']}")
+        # The servers' own counts (files are rewritten after each connection is served).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and count_file(f"{out}.0") + count_file(f"{out}.1") < NCONN:
+            time.sleep(0.1)
+        served = [count_file(f"{out}.0"), count_file(f"{out}.1")]
+        print(f"served per listener: {served}")
+        assert xdp, "no slip_steer XDP program on b's veth0 during the run"
+        assert res["nerrors"] == 0, res["errors"]
+        assert sum(res["seen"].values()) == NCONN
+        assert sum(served) == NCONN, served
+        assert served[0] > 0 and served[1] > 0, f"one listener got nothing: {served}"
+        by_listener = {k.split()[0] for k in res["seen"]}
+        assert by_listener == {"0", "1"}, res["seen"]
+        pids = {k.split()[1] for k in res["seen"]}
+        if mode.startswith("fork"):
+            assert len(pids) == 2, f"the two processes should each have served: {res['seen']}"
+        check_proof(a, b, before_a, before_b, proto)
+    finally:
+        rc = stop(p)
+        text = read(log)
+        print("server log (tail):", text[-1500:])
+    assert_accelerated_log(text)
+    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
+    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+
+
+def run_client(a, n, proto="tcp"):
+    cp = a.run([PY, "-c", CLIENT, B_ADDR, str(PORT), str(n), proto], timeout=120)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    return json.loads(cp.stdout)
+
+
+def test_closing_one_reuseport_listener_keeps_the_group_accelerated(testbed, slip, workdir):
+    """The group's steering key outlives the first member to close: after listener 0 closes,
+    listener 1 gets every new connection and the kernel of b still sees none of them (were the
+    key gone, the SYNs would reach the kernel twin, which listens too, and still be served)."""
+    a, b = testbed.host("a"), testbed.host("b")
+    out = os.path.join(workdir, "count")
+    log = os.path.join(workdir, "server.log")
+    with open(log, "w") as f:
+        p = b.popen(slip([PY, SERVER, "--addr", B_ADDR, "--port", str(PORT), "--mode", "close-one", "--out", out]),
+                    stdout=f, stderr=subprocess.STDOUT)
+    try:
+        wait_files([f"{out}.0", f"{out}.1"], p, log)
+        res = run_client(a, NCONN // 2)
+        assert res["nerrors"] == 0, res["errors"]
+        first = [count_file(f"{out}.0"), count_file(f"{out}.1")]
+        print(f"before the close: served {first}")
+        assert first[0] > 0 and first[1] > 0 and sum(first) == NCONN // 2, first
+        pid = int(re.search(r"ready (\d+)", read(log)).group(1))
+        b.run(["kill", "-USR1", str(pid)], check=True)
+        wait_files([f"{out}.closed"], p, log, timeout=10)
+        before_a, before_b = snmp(a), snmp(b)
+        res = run_client(a, NCONN // 2)
+        print(f"after the close: answers {res['seen']}, errors {res['nerrors']} {res['errors']}")
+        assert xdp_attached(b), "no slip_steer XDP program on b's veth0"
+        assert res["nerrors"] == 0, res["errors"]
+        assert {k.split()[0] for k in res["seen"]} == {"1"}, res["seen"]
+        second = [count_file(f"{out}.0"), count_file(f"{out}.1")]
+        print(f"after the close: served {second}")
+        assert second == [first[0], first[1] + NCONN // 2], (first, second)
+        check_proof(a, b, before_a, before_b, "Tcp")
+    finally:
+        rc = stop(p)
+        text = read(log)
+        print("server log (tail):", text[-1500:])
+    assert_accelerated_log(text)
+    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
+    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+
+
+# ---------------------------------------------------------------------------------------------
+# nginx: two workers, one reuseport listener each
+
+NGINX_CONF = """
+worker_processes 2;
+master_process on;
+daemon on;
+pid @DIR@/nginx.pid;
+error_log @DIR@/error.log info;
+events { worker_connections 1024; }
+http {
+    log_format pidlog '$pid $status';
+    access_log @DIR@/access.log pidlog;
+    keepalive_timeout 65;
+    keepalive_requests 100000;
+    default_type application/octet-stream;
+    client_body_temp_path @DIR@/body;
+    proxy_temp_path @DIR@/proxy;
+    fastcgi_temp_path @DIR@/fastcgi;
+    uwsgi_temp_path @DIR@/uwsgi;
+    scgi_temp_path @DIR@/scgi;
+    server {
+        listen @ADDR@:@PORT@ reuseport;
+        root @ROOT@;
+    }
+}
+"""
+
+
+def kill_pidfile(path, timeout=10):
+    try:
+        pid = int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def nginx_rp(testbed, slip, workdir):
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed (scripts/deps.sh installs it)")
+    a, b = testbed.host("a"), testbed.host("b")
+    root = os.path.join(workdir, "www")
+    os.mkdir(root)
+    os.chmod(root, 0o755)
+    with open(os.path.join(root, "1k"), "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(os.path.join(root, "1k"), 0o644)
+    conf = os.path.join(workdir, "nginx.conf")
+    text = NGINX_CONF
+    for k, v in (("@DIR@", workdir), ("@ROOT@", root), ("@ADDR@", B_ADDR), ("@PORT@", str(PORT))):
+        text = text.replace(k, v)
+    with open(conf, "w") as f:
+        f.write(text)
+    log = os.path.join(workdir, "launcher.log")
+    with open(log, "w") as f:
+        r = b.run(slip(["nginx", "-c", conf, "-p", workdir + "/"]), stdout=f, stderr=subprocess.STDOUT,
+                  timeout=30)
+    assert r.returncode == 0, f"nginx did not start: rc {r.returncode}: {read(log)[-2000:]}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not b.run(["ss", "-tlnH", f"sport = :{PORT}"]).stdout.strip():
+        time.sleep(0.1)
+    try:
+        yield a, b, workdir
+    finally:
+        kill_pidfile(os.path.join(workdir, "nginx.pid"))
+        print("nginx error.log (tail):", read(os.path.join(workdir, "error.log"))[-1500:])
+
+
+def worker_pids(host, workdir):
+    master = open(os.path.join(workdir, "nginx.pid")).read().split()[0]
+    out = host.run(["ps", "-o", "pid=", "--ppid", master]).stdout.split()
+    return set(out)
+
+
+def test_nginx_two_workers_reuseport(nginx_rp):
+    a, b, nd = nginx_rp
+    listeners = b.run(["ss", "-tlnH", f"sport = :{PORT}"]).stdout.strip().splitlines()
+    print("kernel twins of the listeners:", listeners)
+    assert len(listeners) == 2, f"expected one reuseport listener per worker: {listeners}"
+    workers = worker_pids(b, nd)
+    assert len(workers) == 2, f"nginx workers: {workers}"
+    url = f"http://{B_ADDR}:{PORT}/1k"
+    before_a, before_b = snmp(a), snmp(b)
+    # 60 separate connections (curl's --next without keep-alive reuse: one process per request).
+    codes = []
+    for i in range(60):
+        r = a.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", url], timeout=30)
+        assert r.returncode == 0, (i, r.stderr)
+        codes.append(r.stdout.strip())
+        if i == 5:
+            assert xdp_attached(b), "no slip_steer XDP program on b's veth0"
+    assert codes == ["200"] * 60, codes
+    if shutil.which("wrk"):
+        wp = a.popen(["wrk", "-t", "2", "-c", "16", "-d", "2s", url], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+        out, err = wp.communicate(timeout=30)
+        print(out)
+        m = re.search(r"(\d+) requests in", out)
+        assert wp.returncode == 0, err
+        assert m and int(m.group(1)) > 0, out
+        assert "Non-2xx" not in out and "Socket errors" not in out, out
+    else:
+        print("wrk not installed: curl only")
+    check_proof(a, b, before_a, before_b, "Tcp")
+    time.sleep(0.5)      # access log lines are written after the response
+    lines = read(os.path.join(nd, "access.log")).split("\n")
+    entries = [l.split() for l in lines if l.strip()]
+    by_pid = {}
+    for pid, status in entries:
+        by_pid.setdefault(pid, []).append(status)
+    print("requests per worker pid:", {p: len(s) for p, s in by_pid.items()})
+    assert all(s == "200" for _, s in entries), [e for e in entries if e[1] != "200"][:10]
+    assert set(by_pid) == workers, f"both workers must have served: {by_pid.keys()} vs {workers}"
+    assert "[alert]" not in read(os.path.join(nd, "error.log"))
+    assert_accelerated_log(read(os.path.join(nd, "launcher.log")))
