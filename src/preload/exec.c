@@ -110,7 +110,9 @@ int pre_execve(const char *path, char *const argv[], char *const envp[])
         exec_handoff__undo(&x);
         return real_execve(path, argv, envp);
     }
+    preload_quiesce();          /* exec ends the progress thread wherever it is */
     int r = real_execve(path, argv, x.envp);
+    preload_unquiesce();
     int e = errno;
     exec_handoff__undo(&x);
     errno = e;
@@ -129,7 +131,9 @@ int pre_execvpe(const char *file, char *const argv[], char *const envp[])
         exec_handoff__undo(&x);
         return real_execvpe(file, argv, envp);
     }
+    preload_quiesce();
     int r = real_execvpe(file, argv, x.envp);
+    preload_unquiesce();
     int e = errno;
     exec_handoff__undo(&x);
     errno = e;

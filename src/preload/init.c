@@ -156,14 +156,39 @@ static void share_keep(struct slip_stack *s)
     slip_share__serve(s, g_share_fd);
 }
 
+/* Held by the progress thread while it works inside the stack, never while it sleeps. A process
+ * that is about to end (_exit, exit, exec: its other threads vanish on the spot) takes it first,
+ * so the progress thread is not cut off halfway through the stack's shared state with the stack
+ * lock held (the survivors would take the lock over and find half-done work). */
+static pthread_mutex_t g_progress_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The process whose progress thread it is: a child made by clone(CLONE_VM) shares this memory
+ * but not the thread, and must not take the parent's mutex. */
+static pid_t g_progress_pid;
+
+void preload_quiesce(void)
+{
+    pid_t owner = __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE);
+    if (owner && owner == getpid())
+        pthread_mutex_lock(&g_progress_mu);
+}
+
+void preload_unquiesce(void)
+{
+    pid_t owner = __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE);
+    if (owner && owner == getpid())
+        pthread_mutex_unlock(&g_progress_mu);
+}
+
 static void *progress_main(void *arg)
 {
     struct slip_stack *s = arg;
     preload_depth = 1;          /* everything this thread calls goes straight to libc */
     for (;;) {
+        pthread_mutex_lock(&g_progress_mu);
         slip_stack__reap(s);    /* processes that died holding sockets: release them */
         share_keep(s);          /* programs joining the stack */
         int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
+        pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
             int fds[SLIP_WAIT_FDS_MAX];
             struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
@@ -192,6 +217,9 @@ static void progress_start(void)
     sigset_t all, old;
     if (!g_pre.stack || getenv("SLIP_NO_PROGRESS_THREAD"))
         return;
+    /* in a fork child the parent's thread may have held it at the fork */
+    pthread_mutex_init(&g_progress_mu, NULL);
+    __atomic_store_n(&g_progress_pid, getpid(), __ATOMIC_RELEASE);
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     /* The application's signals must not land on our thread. */
@@ -211,8 +239,11 @@ static void progress_atfork_child(void)
  * slip_stack__exit). SLIP_EXIT_LINGER_MS bounds how long the last process keeps delivering. */
 static void stack_at_exit(void)
 {
-    if (!g_pre.stack)
+    static bool done;
+    if (!g_pre.stack || done)
         return;
+    done = true;                /* exit() ran it; an exit handler may still call _exit() */
+    preload_quiesce();
     const char *l = getenv("SLIP_EXIT_LINGER_MS");
     preload_depth++;
     slip_stack__exit(g_pre.stack, l && *l ? atoi(l) : 2000);
@@ -330,4 +361,26 @@ static struct slip_stack *stack_open_once(void)
     }
     __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
     return g_pre.stack;
+}
+
+/* _exit and _Exit end the process without exit handlers: the progress thread must be outside the
+ * stack first (preload_quiesce). */
+static void (*real_exit_fn)(int);
+
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    pid_t owner = __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE);
+    /* As at exit(): the process's sockets are released by the process itself (not by the
+     * others noticing its death later). Not in a child that shares our memory (CLONE_VM). */
+    if (!preload_depth && (!owner || owner == getpid()))
+        stack_at_exit();
+    if (!real_exit_fn)
+        real_exit_fn = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+    real_exit_fn(status);
+    __builtin_unreachable();
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    _exit(status);
 }

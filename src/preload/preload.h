@@ -134,6 +134,11 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
 void preload_signal_reset(void);
 int preload_signal_restart(void);
 
+/* Keeps the progress thread out of the stack from now on (before _exit, exit, exec, which end it
+ * wherever it is); unquiesce undoes it after a failed exec. */
+void preload_quiesce(void);
+void preload_unquiesce(void);
+
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <linux/close_range.h>
@@ -375,9 +376,9 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         if (!(pfd_poll(p) & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             if (p->nonblock)
                 return set_errno(-EALREADY);
-            rc = preload_block(p, EPOLLOUT, -1, -1);
+            rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
             if (rc < 0)
-                return set_errno(rc);
+                return set_errno(rc == -EAGAIN ? -EINPROGRESS : rc);
         }
         p->connecting = 0;
         int e = slip_tcp__so_error(s, p->sock);
@@ -393,10 +394,12 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
             p->connecting = 1;
             return set_errno(-EINPROGRESS);
         }
-        rc = preload_block(p, EPOLLOUT, -1, -1);
+        /* SO_SNDTIMEO bounds a blocking connect; Linux then says EINPROGRESS and the
+         * handshake goes on */
+        rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
         if (rc < 0) {
             p->connecting = 1;
-            return set_errno(rc);
+            return set_errno(rc == -EAGAIN ? -EINPROGRESS : rc);
         }
     }
     int e = slip_tcp__so_error(s, p->sock);
@@ -791,6 +794,8 @@ ssize_t pre_sendmsg(int fd, const struct msghdr *m, int flags)
     }
     if (!p || p->kind == PFD_EPOLL)
         return real_sendmsg(fd, m, flags);
+    if (m->msg_iovlen > UIO_MAXIOV)
+        return set_errno(-EMSGSIZE);    /* as the kernel's ___sys_sendmsg */
     if (p->kind == PFD_UDP)
         return udp_sendv(fd, p, m->msg_iov, (int)m->msg_iovlen, m->msg_name, m->msg_namelen, flags);
     return tcp_send(p, m->msg_iov, (int)m->msg_iovlen, flags);
@@ -828,6 +833,8 @@ ssize_t pre_writev(int fd, const struct iovec *iov, int n)
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind == PFD_EPOLL)
         return real_writev(fd, iov, n);
+    if (n < 0 || n > UIO_MAXIOV)
+        return set_errno(-EINVAL);      /* as the kernel's import_iovec */
     if (p->kind == PFD_UDP)
         return udp_sendv(fd, p, iov, n, NULL, 0, 0);
     return tcp_send(p, iov, n, 0);
@@ -867,6 +874,8 @@ ssize_t pre_readv(int fd, const struct iovec *iov, int n)
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind == PFD_EPOLL)
         return real_readv(fd, iov, n);
+    if (n < 0 || n > UIO_MAXIOV)
+        return set_errno(-EINVAL);
     ssize_t total = 0;
     for (int i = 0; i < n; i++) {
         if (!iov[i].iov_len)
@@ -961,6 +970,8 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
             adopt_rights(m);
         return r;
     }
+    if (m->msg_iovlen > UIO_MAXIOV)
+        return set_errno(-EMSGSIZE);    /* as the kernel's ___sys_recvmsg */
     m->msg_flags = 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {

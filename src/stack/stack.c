@@ -146,6 +146,39 @@ static void pid_refresh(void)
     g_pid = getpid();
 }
 
+/* The stacks this process has open or attached. */
+static struct slip_stack *g_stacks[4];
+
+/* In a fork child: frames another thread of the parent had batched for transmission (the
+ * process-local TX batch, the fault injector's held frames) are the parent's, who sends or frees
+ * them; a copy here would send them again later and free them twice. */
+static void atfork_child(void)
+{
+    pid_refresh();
+    for (unsigned k = 0; k < SLIP_ARRAY_SIZE(g_stacks); k++) {
+        struct slip_stack *s = g_stacks[k];
+        if (!s)
+            continue;
+        for (unsigned i = 0; i < SLIP_MAX_IFACES; i++)
+            s->txq[i].n = 0;
+        s->fault.nheld = 0;
+    }
+}
+
+static void stacks_register(struct slip_stack *s)
+{
+    static bool atfork_done;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, atfork_child);
+        atfork_done = true;
+    }
+    for (unsigned k = 0; k < SLIP_ARRAY_SIZE(g_stacks); k++)
+        if (!g_stacks[k]) {
+            g_stacks[k] = s;
+            return;
+        }
+}
+
 /* Just took the lock: record the owner and, when another process held it last, reload the
  * rings' cached indices in this process (see xsk_port__resync). */
 static void proc_drain_closeq(struct slip_stack *s);
@@ -366,11 +399,6 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
 
     if (!s)
         return -ENOMEM;
-    static bool atfork_done;
-    if (!atfork_done) {
-        pthread_atfork(NULL, NULL, pid_refresh);
-        atfork_done = true;
-    }
     pid_refresh();
     s->cfg = *cfg;
     s->proc = -1;
@@ -522,6 +550,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     }
     slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes",
               s->nifs, nports, nframes, cfg->frame_size);
+    stacks_register(s);
     *out = s;
     return 0;
 
@@ -2053,6 +2082,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     }
     /* The stack's own fds go back to close-on-exec; export clears it again when needed. */
     fcntl(s->arena.memfd, F_SETFD, FD_CLOEXEC);
+    stacks_register(s);
     *out = s;
     return 0;
 fail:

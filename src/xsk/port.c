@@ -534,15 +534,27 @@ unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, 
     return take;
 }
 
+/* The ring entries are released before their frames go back to the pool: a process that dies
+ * in between (killed inside the stack; another process then takes the lock over) leaks those
+ * frames, where the other order would let the survivor free them a second time and hand one
+ * frame to two users. */
 void xsk_port__complete(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
-    uint32_t idx;
-    uint32_t n = xsk_ring_cons__peek(p->comp, p->comp->size, &idx);
-    for (uint32_t i = 0; i < n; i++)
-        xsk_frame_pool__put(pool, *xsk_ring_cons__comp_addr(p->comp, idx + i));
-    if (n)
+    uint64_t addrs[256];
+    for (;;) {
+        uint32_t idx;
+        uint32_t n = xsk_ring_cons__peek(p->comp, SLIP_ARRAY_SIZE(addrs), &idx);
+        if (!n)
+            return;
+        for (uint32_t i = 0; i < n; i++)
+            addrs[i] = *xsk_ring_cons__comp_addr(p->comp, idx + i);
         xsk_ring_cons__release(p->comp, n);
+        for (uint32_t i = 0; i < n; i++)
+            xsk_frame_pool__put(pool, addrs[i]);
+        if (n < SLIP_ARRAY_SIZE(addrs))
+            return;
+    }
 }
 
 /* Descriptors on the TX ring the kernel has not taken yet. */
