@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from test_apps import snmp
+
 from testbed import Testbed, Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,16 +66,6 @@ REPROS = {
     "udp_refused_peek": None,
     "udp_recvmmsg_peek_idle": None,
 }
-
-
-def snmp(host):
-    out = host.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
-    c = {}
-    for names, values in zip(out[::2], out[1::2]):
-        proto = names.split(":")[0]
-        for k, v in zip(names.split()[1:], values.split()[1:]):
-            c[f"{proto}.{k}"] = int(v)
-    return c
 
 
 def tcp_segs(before, after):

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from test_apps import snmp
+
 from testbed import Testbed, Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,16 +38,6 @@ class Outcomes(dict):
 
     def __repr__(self):
         return f"<outcomes of {len(self.get('kernel', {}))} scenarios>"
-
-
-def snmp(host):
-    out = host.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
-    c = {}
-    for names, values in zip(out[::2], out[1::2]):
-        proto = names.split(":")[0]
-        for k, v in zip(names.split()[1:], values.split()[1:]):
-            c[f"{proto}.{k}"] = int(v)
-    return c
 
 
 def run_pass(host, prefix, env=None):

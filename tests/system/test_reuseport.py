@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from test_apps import snmp, kill_pidfile
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "apps", "reuseport_server.py")
 PY = sys.executable
@@ -46,17 +48,6 @@ def workdir():
     os.chmod(d, 0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def snmp(host):
-    """Kernel Tcp/Udp counters of the host's namespace (/proc/net/snmp)."""
-    lines = host.run(["cat", "/proc/net/snmp"], check=True).stdout.splitlines()
-    c = {}
-    for names, values in zip(lines[::2], lines[1::2]):
-        proto = names.split(":")[0]
-        for k, v in zip(names.split()[1:], values.split()[1:]):
-            c[f"{proto}.{k}"] = int(v)
-    return c
 
 
 def kernel_traffic(after, before, proto):
@@ -277,25 +268,6 @@ http {
     }
 }
 """
-
-
-def kill_pidfile(path, timeout=10):
-    try:
-        pid = int(open(path).read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
