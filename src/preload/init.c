@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "preload/preload.h"
@@ -165,18 +166,28 @@ static pthread_mutex_t g_progress_mu = PTHREAD_MUTEX_INITIALIZER;
  * but not the thread, and must not take the parent's mutex. */
 static pid_t g_progress_pid;
 
+static bool g_quiesced;
+
+/* Bounded: exit() from a signal handler that interrupted this process inside the stack would
+ * otherwise wait for a progress thread that waits for the lock the interrupted code holds. */
 void preload_quiesce(void)
 {
     pid_t owner = __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE);
-    if (owner && owner == getpid())
-        pthread_mutex_lock(&g_progress_mu);
+    if (!owner || owner != getpid())
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += 1;
+    g_quiesced = pthread_mutex_timedlock(&g_progress_mu, &t) == 0;
 }
 
 void preload_unquiesce(void)
 {
     pid_t owner = __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE);
-    if (owner && owner == getpid())
+    if (owner && owner == getpid() && g_quiesced) {
+        g_quiesced = false;
         pthread_mutex_unlock(&g_progress_mu);
+    }
 }
 
 static void *progress_main(void *arg)
