@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -88,3 +89,27 @@ def make_testbed():
 def testbed(make_testbed):
     """A started two-host testbed: a 198.18.0.1 -- b 198.18.0.2 on veth0, one queue."""
     return make_testbed(Topology())
+
+
+@pytest.fixture(scope="module")
+def posix_peer_bed(build_dir):
+    """For the socket-API tests (test_posix, test_api_fuzz): one two-host testbed per module with
+    apps/posix_peer.py serving in host a on the kernel. Yields (a, b, prefix), prefix being the
+    argv that runs a program under `slipstream run` on b's veth0."""
+    _need_root()
+    exe = build_dir / "slipstream"
+    lib = build_dir / "src" / "preload" / "libslipstream.so"
+    for f in (exe, lib):
+        if not f.exists():
+            pytest.skip(f"not built: {f}")
+    tb = Testbed(Topology(), prefix=default_prefix())
+    try:
+        tb.up()
+        a, b = tb.host("a"), tb.host("b")
+        peer = a.popen([sys.executable, str(HERE / "apps" / "posix_peer.py"), "--bind", a.addr],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = peer.stdout.readline().strip()
+        assert line == "ready", f"posix_peer did not start: {line!r} {peer.stderr.read() if peer.poll() else ''}"
+        yield a, b, [str(exe), "run", "--iface", "veth0", "--"]
+    finally:
+        tb.down()

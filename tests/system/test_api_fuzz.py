@@ -13,7 +13,6 @@ must stay small next to the guard traffic (the traffic went through the stack).
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -23,11 +22,9 @@ import pytest
 
 from test_apps import snmp
 
-from testbed import Testbed, Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "apps", "api_fuzz.py")
-PEER_APP = os.path.join(HERE, "apps", "posix_peer.py")
 PY = sys.executable
 A_ADDR, B_ADDR = "198.18.0.1", "198.18.0.2"
 KERNEL_SECONDS = 8
@@ -73,24 +70,8 @@ def tcp_segs(before, after):
 
 
 @pytest.fixture(scope="module")
-def bed(build_dir):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the testbed creates network namespaces and veths")
-    exe = build_dir / "slipstream"
-    lib = build_dir / "src" / "preload" / "libslipstream.so"
-    for f in (exe, lib):
-        if not f.exists():
-            pytest.skip(f"not built: {f}")
-    tb = Testbed(Topology(), prefix=os.environ.get("SLIP_NS_PREFIX", "slt"))
-    try:
-        tb.up()
-        a, b = tb.host("a"), tb.host("b")
-        peer = a.popen([PY, PEER_APP, "--bind", A_ADDR], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = peer.stdout.readline().strip()
-        assert line == "ready", f"posix_peer did not start: {line!r}"
-        yield a, b, [str(exe), "run", "--iface", "veth0", "--"]
-    finally:
-        tb.down()
+def bed(posix_peer_bed):
+    return posix_peer_bed
 
 
 def run_fuzz(host, prefix, *args, timeout=None, env=None):

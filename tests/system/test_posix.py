@@ -17,11 +17,9 @@ import pytest
 
 from test_apps import snmp
 
-from testbed import Testbed, Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "apps", "posix_semantics.py")
-PEER_APP = os.path.join(HERE, "apps", "posix_peer.py")
 PY = sys.executable
 PASS_TIMEOUT_S = 120
 
@@ -80,34 +78,19 @@ def run_pass(host, prefix, env=None):
 
 
 @pytest.fixture(scope="module")
-def outcomes(build_dir):
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the testbed creates network namespaces and veths")
-    exe = build_dir / "slipstream"
-    lib = build_dir / "src" / "preload" / "libslipstream.so"
-    for f in (exe, lib):
-        if not f.exists():
-            pytest.skip(f"not built: {f}")
-    tb = Testbed(Topology(), prefix=os.environ.get("SLIP_NS_PREFIX", "slt"))
-    try:
-        tb.up()
-        a, b = tb.host("a"), tb.host("b")
-        peer = a.popen([PY, PEER_APP], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = peer.stdout.readline().strip()
-        assert line == "ready", f"posix_peer did not start: {line!r} {peer.stderr.read() if peer.poll() else ''}"
-        kern, kerr = run_pass(b, [])
-        before = snmp(b)
-        slip, serr = run_pass(b, [str(exe), "run", "--iface", "veth0", "--"], env={"SLIP_DUMP_AT_EXIT": "1"})
-        after = snmp(b)
-        kseg = {k: after[k] - before.get(k, 0) for k in ("Tcp.InSegs", "Tcp.OutSegs", "Udp.InDatagrams",
-                                                          "Udp.OutDatagrams")}
-        if os.environ.get("SLIP_POSIX_DUMP"):
-            with open(os.environ["SLIP_POSIX_DUMP"], "w") as f:
-                json.dump({"kernel": kern, "slip": slip, "slip_stderr": serr}, f, indent=1)
-        yield Outcomes(kernel=kern, slip=slip, kernel_stderr=kerr, slip_stderr=serr,
-                       kernel_counters_during_slip=kseg)
-    finally:
-        tb.down()
+def outcomes(posix_peer_bed):
+    a, b, slip_prefix = posix_peer_bed
+    kern, kerr = run_pass(b, [])
+    before = snmp(b)
+    slip, serr = run_pass(b, slip_prefix, env={"SLIP_DUMP_AT_EXIT": "1"})
+    after = snmp(b)
+    kseg = {k: after[k] - before.get(k, 0) for k in ("Tcp.InSegs", "Tcp.OutSegs", "Udp.InDatagrams",
+                                                      "Udp.OutDatagrams")}
+    if os.environ.get("SLIP_POSIX_DUMP"):
+        with open(os.environ["SLIP_POSIX_DUMP"], "w") as f:
+            json.dump({"kernel": kern, "slip": slip, "slip_stderr": serr}, f, indent=1)
+    yield Outcomes(kernel=kern, slip=slip, kernel_stderr=kerr, slip_stderr=serr,
+                   kernel_counters_during_slip=kseg)
 
 
 def test_accelerated(outcomes):
