@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -100,26 +99,6 @@ __attribute__((constructor)) static void preload_ctor(void)
         fprintf(stderr, "slipstream: error: strict mode: cannot accelerate, stopping (unset SLIP_STRICT to fall back to the kernel)\n");
         _exit(1);
     }
-}
-
-/* Default interfaces: every UP, non-loopback interface with an IPv4 address. */
-static unsigned default_ifaces(char names[][IF_NAMESIZE], unsigned max)
-{
-    struct ifaddrs *ifa, *i;
-    unsigned n = 0;
-    if (getifaddrs(&ifa) < 0)
-        return 0;
-    for (i = ifa; i && n < max; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
-            continue;
-        bool dup = false;
-        for (unsigned k = 0; k < n; k++)
-            dup |= !strcmp(names[k], i->ifa_name);
-        if (!dup)
-            snprintf(names[n++], IF_NAMESIZE, "%s", i->ifa_name);
-    }
-    freeifaddrs(ifa);
-    return n;
 }
 
 /* Keeps the stack going while the application computes: when nobody has polled for
@@ -310,7 +289,7 @@ static void config_ifaces(struct slip_config *cfg)
              t = strtok_r(NULL, ",", &save))
             snprintf(names[cfg->nifaces++], IF_NAMESIZE, "%s", t);
     } else {
-        cfg->nifaces = default_ifaces(names, SLIP_MAX_IFACES);
+        cfg->nifaces = slip_config__default_ifaces(names, SLIP_MAX_IFACES);
     }
     for (unsigned i = 0; i < cfg->nifaces; i++)
         cfg->ifnames[i] = names[i];

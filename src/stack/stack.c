@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <linux/rtnetlink.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -290,6 +291,26 @@ static slip_time_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
+}
+
+unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max)
+{
+    struct ifaddrs *ifa;
+    unsigned n = 0;
+    if (getifaddrs(&ifa) < 0)
+        return 0;
+    for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP))
+            continue;
+        bool dup = false;
+        for (unsigned k = 0; k < n; k++)
+            dup |= !strcmp(names[k], i->ifa_name);
+        if (!dup)
+            snprintf(names[n++], IF_NAMESIZE, "%s", i->ifa_name);
+    }
+    freeifaddrs(ifa);
+    return n;
 }
 
 void slip_config__defaults(struct slip_config *c)

@@ -5,6 +5,7 @@
 #ifndef SLIP_STACK_STACK_H
 #define SLIP_STACK_STACK_H
 
+#include <net/if.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -30,6 +31,9 @@ struct slip_config {
 };
 
 void slip_config__defaults(struct slip_config *c);
+/* The interfaces used when none are named: every one that is up with an IPv4 address, never
+ * loopback, in getifaddrs order (`slipstream run` and `slipstream stat` agree on them). */
+unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max);
 /* Reads SLIP_FRAME_SIZE, SLIP_RING_SIZE, SLIP_BURST, SLIP_BIND (auto|copy|zerocopy),
  * SLIP_XDP_MODE (auto|native|generic), SLIP_BUSY_POLL (usec, 0 = off), SLIP_BUSY_POLL_BUDGET.
  * A bad value gives -EINVAL and names the variable in err. */

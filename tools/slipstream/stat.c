@@ -3,7 +3,6 @@
  * read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
  * leaves; run it in the network namespace of the programs. */
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -44,23 +43,9 @@ int cmd_stat(int argc, char **argv)
         }
     }
     if (n == 0) {
-        struct ifaddrs *ifa;
-        if (getifaddrs(&ifa) == 0) {
-            for (struct ifaddrs *i = ifa; i && n < SLIP_MAX_IFACES; i = i->ifa_next) {
-                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
-                    !(i->ifa_flags & IFF_UP))
-                    continue;
-                bool dup = false;
-                for (unsigned k = 0; k < n; k++)
-                    dup |= !strcmp(names[k], i->ifa_name);
-                if (!dup) {
-                    snprintf(names[n], IF_NAMESIZE, "%s", i->ifa_name);
-                    ifs[n] = names[n];
-                    n++;
-                }
-            }
-            freeifaddrs(ifa);
-        }
+        n = slip_config__default_ifaces(names, SLIP_MAX_IFACES);
+        for (unsigned k = 0; k < n; k++)
+            ifs[k] = names[k];
     }
     if (n == 0) {
         fprintf(stderr, "slipstream stat: no interface (give --iface)\n");
