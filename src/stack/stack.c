@@ -1314,6 +1314,11 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "pool.frames", s->pool.nframes);
     emit(k, "pool.free", s->pool.frames->count);
     emit(k, "pool.low_water", s->pool.frames->low_water);
+    uint64_t posted = 0;
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            posted += xsk_port__fill_posted(s->ifs[i].ports[q]);
+    emit(k, "pool.fill_posted", posted);
     emit(k, "ip.reass_bufs", s->ip->reass_bufs);
     emit(k, "lock.contended", s->shm->lock.contended);
     emit(k, "lock.stolen", s->shm->lock.stolen);

@@ -92,6 +92,8 @@ unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, 
 int xsk_port__tx_flush(struct xsk_port *p);
 /* Descriptors on the TX ring that the kernel has not taken yet (queued, not yet kicked). */
 uint32_t xsk_port__tx_queued(const struct xsk_port *p);
+/* Frames on the fill ring the kernel has not taken yet (posted for reception). */
+uint32_t xsk_port__fill_posted(const struct xsk_port *p);
 /* Drains completions only. */
 void xsk_port__complete(struct xsk_port *p);
 /* True when the RX ring has descriptors waiting. */
