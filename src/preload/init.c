@@ -222,6 +222,7 @@ static void progress_start(void)
 
 static void progress_atfork_child(void)
 {
+    preload_block_atfork_child();
     progress_start();
 }
 

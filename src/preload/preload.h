@@ -128,6 +128,21 @@ unsigned pfd_poll(struct pfd *p);
 /* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when
  * extra_fd (>= 0) is readable. 0, -EAGAIN on timeout, -EINTR. */
 int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
+/* Many threads waiting on one stack (sock.c): one per process, the poller, sleeps on the
+ * stack's wait fds; the others sleep on futexes of the TCP sockets they wait for (at most
+ * PRELOAD_FUTEX_MAX). preload_futex_round: 1 = the caller became the poller (sleep on the fds,
+ * then preload_poller_leave), 0 = it slept on the futexes or ready(arg) was already true (look
+ * again), -EINTR. left_ms < 0: no limit (the sleep is capped at PRELOAD_MAX_SLEEP_MS). */
+#define PRELOAD_FUTEX_MAX 64
+bool preload_futex_usable(void);
+int preload_futex_round(struct slip_stack *s, const int *socks, int m, bool (*ready)(void *),
+                        void *arg, int left_ms);
+void preload_poller_leave(void);
+/* pthread_cleanup_push handler: leaves the poller's place if *(bool *)poller (a cancelled
+ * thread must not keep it). */
+void preload_poller_cleanup(void *poller);
+/* Forgets this process's blocked-thread roles (a fork child: only the forking thread is left). */
+void preload_block_atfork_child(void);
 
 /* Signals (signal.c): forget what ran, then after an EINTR: 0 no handler of ours ran, 1 only
  * handlers installed with SA_RESTART ran, 2 one without did. */

@@ -54,20 +54,70 @@ static short ev_to_poll(unsigned ev, short want)
 
 static bool uepoll_user_ready(struct uepoll *ep, int depth);
 
+/* A poll set of connected accelerated TCP sockets only (libmemcached's poll on its one socket,
+ * a thread per connection): it can sleep on the sockets' futexes instead of the stack's wait
+ * fds when another thread already polls those (sock.c, preload_futex_round). Fills socks. */
+static int poll_futex_socks(const struct pollfd *fds, nfds_t n, int *socks)
+{
+    int m = 0;
+    for (nfds_t i = 0; i < n; i++) {
+        if (fds[i].fd < 0)
+            continue;
+        struct pfd *p = pfd_get(fds[i].fd);
+        if (!p || p->kind != PFD_TCP || p->listening || m == PRELOAD_FUTEX_MAX)
+            return 0;
+        socks[m++] = p->sock;
+    }
+    return m;
+}
+
+struct poll_look {
+    const struct pollfd *fds;
+    nfds_t n;
+};
+
+static bool poll_set_ready(void *arg)
+{
+    const struct poll_look *l = arg;
+    for (nfds_t i = 0; i < l->n; i++) {
+        struct pfd *p = l->fds[i].fd >= 0 ? pfd_get(l->fds[i].fd) : NULL;
+        if (p && ev_to_poll(pfd_poll(p), l->fds[i].events))
+            return true;
+    }
+    return false;
+}
+
+static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p);
+
 int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-    struct slip_stack *s = g_pre.stack;
     bool any = false;
     for (nfds_t i = 0; i < n && !any; i++)
         any = pfd_get(fds[i].fd) != NULL;
-    if (!any || !s)
+    if (!any || !g_pre.stack)
         return real_poll(fds, n, timeout);
+    struct { bool poller; int rc; } st = { false, 0 };
+    /* poll is a cancellation point: a cancelled poller must hand its place on. */
+    pthread_cleanup_push(preload_poller_cleanup, &st.poller);
+    st.rc = poll_loop(fds, n, timeout, &st.poller);
+    pthread_cleanup_pop(0);
+    if (st.poller)
+        preload_poller_leave();
+    return st.rc;
+}
+
+static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p)
+{
+    struct slip_stack *s = g_pre.stack;
 
     uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
     struct pollfd *k = malloc(sizeof(*k) * (n + MAX_WAKE));
     if (!k)
         return set_errno(-ENOMEM);
     int ret;
+    bool poller = false;
+    int socks[PRELOAD_FUTEX_MAX];
+    int nsocks = poll_futex_socks(fds, n, socks);
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
     for (;;) {
         slip_stack__poll(s);
@@ -103,6 +153,24 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
         for (int w = 0; w < nw; w++)
             k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
         int left = ready ? 0 : remaining(end);
+        if (!ready && left != 0 && nsocks && !poller && preload_futex_usable()) {
+            slip_stack__sleepers(s, -1);
+            struct poll_look look = { fds, n };
+            int fr = preload_futex_round(s, socks, nsocks, poll_set_ready, &look, left);
+            if (fr < 0) {
+                ret = set_errno(fr);
+                break;
+            }
+            if (fr == 0)
+                continue;
+            poller = true;      /* this thread sleeps on the wait fds for the others */
+            *poller_p = true;
+            slip_stack__sleepers(s, 1);
+            if (poll_set_ready(&look)) {
+                slip_stack__sleepers(s, -1);
+                continue;
+            }
+        }
         int t = ready ? 0 : preload_sleep_ms(s, left);
         if (!ready && left >= 0 && t > left)
             t = left;

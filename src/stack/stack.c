@@ -17,6 +17,9 @@
 #include <pthread.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +36,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 2
+#define SLIP_SHM_VERSION 3
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
@@ -78,6 +81,7 @@ struct slip_shm {
     uint32_t sleepers;          /* application threads asleep on the wait fds */
     uint32_t tcp_refs[4096];
     uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
+    uint32_t tcp_waiters[4096]; /* threads (any process) asleep on a futex on tcp_evgen[i] */
     struct tcp_res tres[SLIP_TCP_MAX_CONNS];
     uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
     int32_t udp_kfd[UDP_MAX_SOCKS];   /* kernel socket reserving each UDP socket's port */
@@ -819,8 +823,14 @@ static slip_time_t poll_locked(struct slip_stack *s)
      * which is what edge-triggered epoll reports. */
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
-        if (w < SLIP_TCP_MAX_CONNS)
-            s->shm->tcp_evgen[w]++;
+        if (w < SLIP_TCP_MAX_CONNS) {
+            /* The bump is ordered before the look at the waiters (both sequentially
+             * consistent): a waiter counted itself before it read the generation it sleeps on,
+             * so either we see it here or its futex wait sees the new generation. */
+            __atomic_add_fetch(&s->shm->tcp_evgen[w], 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&s->shm->tcp_waiters[w], __ATOMIC_SEQ_CST))
+                syscall(SYS_futex, &s->shm->tcp_evgen[w], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
     }
     if (s->shm->tres_pending)
         tcp_res_reap(s);
@@ -1054,6 +1064,16 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
     if (tcp)
         return __atomic_load_n(&s->shm->tcp_evgen[sock], __ATOMIC_RELAXED);
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
+}
+
+uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock)
+{
+    return &s->shm->tcp_evgen[sock];
+}
+
+void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta)
+{
+    __atomic_add_fetch(&s->shm->tcp_waiters[sock], (uint32_t)delta, __ATOMIC_SEQ_CST);
 }
 
 uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta)

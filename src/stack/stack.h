@@ -88,6 +88,11 @@ uint32_t slip_stack__ctl_seq(struct slip_stack *s);
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
 /* A number that changes whenever something happened on the socket (data, space, state). */
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
+/* A TCP socket's event generation as a futex word (shared memory: wait on it without
+ * FUTEX_PRIVATE_FLAG), and the count of threads asleep on it: a poll that bumps the generation
+ * of a socket with waiters wakes them (preload_block's many-thread path). */
+uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock);
+void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta);
 /* Adds delta to the count of file descriptors (in every process) referring to a socket, and to
  * this process's share of it (so the share can be given back if the process dies). Returns the
  * new total. */
