@@ -118,6 +118,16 @@ class Apps:
         return self.port
 
     # -- running things ----------------------------------------------------------------------
+    # Configurations: "kernel" (both ends on the kernel), "slip" (the server in b under
+    # `slipstream run`, the load generator on the kernel), "both" (both ends under slipstream).
+    @staticmethod
+    def server_cfg(cfg):
+        return "kernel" if cfg == "kernel" else "slip"
+
+    @staticmethod
+    def client_cfg(cfg):
+        return "slip" if cfg == "both" else "kernel"
+
     def wrap(self, cfg, cmd, profile=None, cpu=1):
         """CMD pinned to `cpu`, under `slipstream run --iface veth0` for cfg "slip"."""
         if cfg != "slip":
@@ -236,7 +246,7 @@ class Apps:
         """All nginx rows of one configuration from one nginx: keep-alive 16/64/256, then close."""
         port = self.next_port()
         conf = self.nginx_conf(port)
-        srv = self.start(cfg, ["nginx", "-c", str(conf)], port)
+        srv = self.start(self.server_cfg(cfg), ["nginx", "-c", str(conf)], port)
         out = {}
         url = f"http://{self.b.addr}:{port}/1k.bin"
         try:
@@ -245,7 +255,7 @@ class Apps:
                 cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", *extra, url]
                 try:
                     (text, _), cpu, allcpu, mach = self.measured(
-                        srv, lambda: self.client(cmd, timeout=secs + 60))
+                        srv, lambda: self.client(cmd, timeout=secs + 60, cfg=self.client_cfg(cfg)))
                     r = parse_wrk(text)
                     k = r["requests"] / 1000.0
                     r.update(cpu_per_k=cpu / k, all_per_k=allcpu / k, machine=mach)
@@ -256,7 +266,7 @@ class Apps:
                         break
         finally:
             self.stop(srv)
-        if cfg == "slip":
+        if cfg != "kernel":
             err = (conf.parent / "error.log")
             tail = err.read_text().strip().splitlines()[-3:] if err.exists() else []
             if tail:
@@ -285,7 +295,7 @@ class Apps:
     # -- redis -----------------------------------------------------------------------------------
     def redis(self, cfg, n):
         port = self.next_port()
-        srv = self.start(cfg, ["redis-server", "--bind", self.b.addr, "--port", str(port),
+        srv = self.start(self.server_cfg(cfg), ["redis-server", "--bind", self.b.addr, "--port", str(port),
                                "--save", "", "--appendonly", "no", "--protected-mode", "no",
                                "--daemonize", "no", "--dir", self.tmp], port)
         out = {}
@@ -295,7 +305,7 @@ class Apps:
                        "-t", t, "-c", "50", "-P", "1"]
                 try:
                     (text, _), cpu, allcpu, mach = self.measured(
-                        srv, lambda: self.client(cmd, timeout=300))
+                        srv, lambda: self.client(cmd, timeout=300, cfg=self.client_cfg(cfg)))
                     m = re.search(rf"{t.upper()}: ([\d.]+) requests per second(?:, p50=([\d.]+) msec)?",
                                   text)
                     if not m:
@@ -317,7 +327,7 @@ class Apps:
         port = self.next_port()
         # -u root: memcached drops to "nobody" before creating its sockets otherwise, and an
         # unprivileged process cannot open AF_XDP sockets (the launcher then falls back).
-        srv = self.start(cfg, ["memcached", "-u", "root", "-l", self.b.addr, "-p", str(port),
+        srv = self.start(self.server_cfg(cfg), ["memcached", "-u", "root", "-l", self.b.addr, "-p", str(port),
                                "-U", "0", "-t", "1", "-c", "4096"], port)
         out = {}
         try:
@@ -326,7 +336,7 @@ class Apps:
                        f"--execute-number={n}", "--binary", f"--test={t}"]
                 try:
                     (text, _), cpu, allcpu, mach = self.measured(
-                        srv, lambda: self.client(cmd, timeout=limit))
+                        srv, lambda: self.client(cmd, timeout=limit, cfg=self.client_cfg(cfg)))
                     m = re.search(rf"Time to {t}\s+(\d+) keys by\s+\d+ threads:\s+([\d.]+) seconds", text)
                     if not m:
                         raise RuntimeError(f"no result in memcslap output: {one_line(text[-300:])}")
@@ -421,16 +431,23 @@ def first_error(runs):
     return "-"
 
 
-def table(title, cols, rows):
-    """rows: (label, {cfg: [runs]}, key, higher_is_better, digits, ratio_against or None)."""
-    head = ["workload", *[c[1] for c in cols], *[f"ratio vs {c[1]}" for c in cols[:-1]]]
+def table(title, cols, rows, base=None):
+    """rows: (label, {cfg: [runs]}, key, higher_is_better, digits). Ratio columns: the last
+    configuration against each other one, or (base = a cfg) every other one against base."""
+    if base:
+        pairs = [(c, base) for c, _ in cols if c != base]
+        names = dict(cols)
+        rhead = [f"ratio {names[c]} / {names[b]}" for c, b in pairs]
+    else:
+        pairs = [(cols[-1][0], c) for c, _ in cols[:-1]]
+        rhead = [f"ratio vs {c[1]}" for c in cols[:-1]]
+    head = ["workload", *[c[1] for c in cols], *rhead]
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, runs, key, higher, nd in rows:
         vals = {c: best(runs.get(c, []), key, higher) for c, _ in cols}
         cells = [fmt(vals[c], nd) if vals[c] is not None else first_error(runs.get(c, []))
                  for c, _ in cols]
-        s = vals[cols[-1][0]]
-        ratios = [f"{s / vals[c]:.2f}" if s is not None and vals[c] else "-" for c, _ in cols[:-1]]
+        ratios = [f"{vals[c] / vals[b]:.2f}" if vals[c] is not None and vals[b] else "-" for c, b in pairs]
         lines.append("| " + " | ".join([label, *cells, *ratios]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -459,11 +476,16 @@ def split(res, sub):
 
 
 KS = [("kernel", "kernel"), ("slip", "slipstream")]
+# Server-side runs: both ends on the kernel; the server on slipstream (client on the kernel);
+# both ends on slipstream (what sockperf always does, and what users of kernel-bypass stacks do
+# when they own both ends). On this 2-core machine the kernel load generator takes more than half
+# the CPU, which caps what a faster server alone can show.
+K3 = [("kernel", "kernel"), ("slip", "slipstream server"), ("both", "slipstream both ends")]
 
 
 def run_nginx(apps, out, plots):
     secs = 2 if apps.quick else 5
-    res = alternate(["kernel", "slip"], lambda c: apps.nginx(c, secs), "nginx")
+    res = alternate([c for c, _ in K3], lambda c: apps.nginx(c, secs), "nginx")
     rows = []
     for sub, what in (("ka16", "keep-alive 16 conns"), ("ka64", "keep-alive 64 conns"),
                       ("ka256", "keep-alive 256 conns"), ("close", "Connection: close, 16 conns")):
@@ -474,12 +496,12 @@ def run_nginx(apps, out, plots):
                  (f"{what}: p99 µs", s, "p99", False, 0),
                  (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4),
                  (f"{what}: all CPUs s/1000 req", s, "all_per_k", False, 4)]
-    out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)", KS, rows))
+    out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)", K3, rows, base="kernel"))
     errs = sorted({r["errors"] for runs in (split(res, x) for x in ("ka16", "ka64", "ka256", "close"))
                    for rr in runs.values() for r in rr if isinstance(r, dict) and r.get("errors")})
     out.append(f"- `wrk -t1 -cN -d{secs}s --latency [-H 'Connection: close'] "
                f"http://198.18.0.2:PORT/1k.bin` against `nginx -c bench/apps/nginx.conf.in` "
-               f"(filled in), or `slipstream run --iface veth0 -- nginx -c ...`." +
+               f"(filled in), or `slipstream run --iface veth0 -- nginx -c ...` (both ends: wrk too)." +
                (f" wrk socket errors seen: {'; '.join(errs)}." if errs else "") + "\n")
 
 
@@ -505,7 +527,7 @@ def run_sockperf(apps, out, plots):
 
 def run_redis(apps, out, plots):
     n = 20000 if apps.quick else 100000
-    res = alternate(["kernel", "slip"], lambda c: apps.redis(c, n), "redis")
+    res = alternate([c for c, _ in K3], lambda c: apps.redis(c, n), "redis")
     rows = []
     for t in ("set", "get"):
         s = split(res, t)
@@ -513,25 +535,27 @@ def run_redis(apps, out, plots):
                  (f"{t.upper()} p50 µs", s, "p50", False, 0),
                  (f"{t.upper()} server CPU s/1000 req", s, "cpu_per_k", False, 4),
                  (f"{t.upper()} all CPUs s/1000 req", s, "all_per_k", False, 4)]
-    out.append(table("redis-server, redis-benchmark 50 connections", KS, rows))
+    out.append(table("redis-server, redis-benchmark 50 connections", K3, rows, base="kernel"))
     out.append(f"- `redis-benchmark -h 198.18.0.2 -p PORT -q -n {n} -t set|get -c 50 -P 1` against "
-               f"`redis-server --save '' --appendonly no --protected-mode no`.\n")
+               f"`redis-server --save '' --appendonly no --protected-mode no` (both ends: "
+               f"redis-benchmark under `slipstream run` too).\n")
 
 
 def run_memcached(apps, out, plots):
     n, threads = (1000, 16) if apps.quick else (5000, 16)
     limit = 20 if apps.quick else 30
-    res = alternate(["kernel", "slip"], lambda c: apps.memcached(c, n, threads, limit), "memcached")
+    res = alternate([c for c, _ in K3], lambda c: apps.memcached(c, n, threads, limit), "memcached")
     rows = []
     for t in ("set", "get"):
         s = split(res, t)
         rows += [(f"{t} ops/s", s, "rps", True, 0),
                  (f"{t} server CPU s/1000 ops", s, "cpu_per_k", False, 4),
                  (f"{t} all CPUs s/1000 ops", s, "all_per_k", False, 4)]
-    out.append(table(f"memcached -t 1, memcslap {threads} threads x {n} ops", KS, rows))
+    out.append(table(f"memcached -t 1, memcslap {threads} threads x {n} ops", K3, rows, base="kernel"))
     out.append(f"- `memcslap --servers=198.18.0.2:PORT --concurrency={threads} --execute-number={n} "
                f"--binary --test=set|get` (ops/s = keys / memcslap's time) against `memcached -u root "
-               f"-l 198.18.0.2 -p PORT -U 0 -t 1 -c 4096`; a run longer than {limit} s is cut.\n")
+               f"-l 198.18.0.2 -p PORT -U 0 -t 1 -c 4096` (both ends: memcslap under `slipstream "
+               f"run` too); a run longer than {limit} s is cut.\n")
 
 
 def run_iperf3(apps, out, plots):
@@ -565,7 +589,7 @@ def plot(plots, results_dir):
     ng = plots.get("nginx")
     if ng:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for cfg, label in KS:
+        for cfg, label in K3:
             xs, ys = [], []
             for conns, sub in ((16, "ka16"), (64, "ka64"), (256, "ka256")):
                 v = best(ng[sub].get(cfg, []), "rps", True)
@@ -594,16 +618,19 @@ def plot(plots, results_dir):
     if panels:
         fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3.5), squeeze=False)
         for ax, (title, s, keys) in zip(axes[0], panels):
-            w = 0.38
-            for i, (cfg, label) in enumerate(KS):
+            cfgs = [c for c in K3 if c[0] in s]     # sockperf: kernel and slip (both ends) only
+            w = 0.8 / len(cfgs)
+            for i, (cfg, label) in enumerate(cfgs):
                 vals = [best(s.get(cfg, []), k, False) or 0 for k in keys]
-                ax.bar([j + (i - 0.5) * w for j in range(len(keys))], vals, w, label=label)
+                ax.bar([j + (i - (len(cfgs) - 1) / 2) * w for j in range(len(keys))], vals, w,
+                       label=label if cfg != "slip" or len(cfgs) > 2 else "slipstream")
             ax.set_xticks(range(len(keys)))
             ax.set_xticklabels(keys)
             ax.set_yscale("log")
             ax.set_ylabel("µs")
             ax.set_title(title, fontsize=9)
-        axes[0][0].legend(fontsize=8)
+        for ax in axes[0]:
+            ax.legend(fontsize=6)
         f = results_dir / "latency.png"
         fig.tight_layout()
         fig.savefig(f, dpi=100)
