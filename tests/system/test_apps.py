@@ -524,15 +524,22 @@ def memcached_stats(host):
     return {m[0]: int(m[1]) for m in re.findall(r"STAT (\w+) (\d+)\s", r.stdout)}
 
 
+def need_memcslap():
+    """memcached and its load generator (memcslap, or memaslap on older libmemcached-tools): the
+    generator's path, or the test is skipped."""
+    need("memcached")
+    slap = shutil.which("memcslap") or shutil.which("memaslap")
+    if not slap:
+        pytest.skip("neither memcslap nor memaslap is installed (libmemcached-tools)")
+    return slap
+
+
 @pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
 def test_memcached_memcslap(testbed, slip, workdir, daemon):
     """In the foreground memcached runs as `-u nobody`: it drops its privileges before its first
     socket, so the stack must be opened at the privilege drop (src/preload/creds.c); the daemon
     variant stays root."""
-    need("memcached")
-    slap = shutil.which("memcslap") or shutil.which("memaslap")
-    if not slap:
-        pytest.skip("neither memcslap nor memaslap is installed (libmemcached-tools)")
+    slap = need_memcslap()
     a, b = testbed.host("a"), testbed.host("b")
     log = os.path.join(workdir, "launcher.log")
     pidfile = os.path.join(workdir, "memcached.pid")

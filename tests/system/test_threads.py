@@ -13,14 +13,13 @@ a few (scheduling on a busy VM), a broken handover has hundreds."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from test_apps import Proof, assert_accelerated_log, kill_pidfile, need, read, slip, start, stop, \
+from test_apps import Proof, assert_accelerated_log, need_memcslap, read, slip, start, stop, \
     wait_listening, workdir  # noqa: F401
 
 PY = sys.executable
@@ -64,10 +63,7 @@ def test_thread_per_connection_client(testbed, build_dir, slip, workdir, mode): 
 
 
 def test_memcslap_both_ends_accelerated(testbed, slip, workdir):  # noqa: F811
-    need("memcached")
-    slap = shutil.which("memcslap") or shutil.which("memaslap")
-    if not slap:
-        pytest.skip("neither memcslap nor memaslap is installed (libmemcached-tools)")
+    slap = need_memcslap()
     a, b = testbed.host("a"), testbed.host("b")
     log = os.path.join(workdir, "memcached.log")
     s = start(b, slip(["memcached", "-u", "root", "-l", B_ADDR, "-p", "11211", "-U", "0", "-t", "1",
