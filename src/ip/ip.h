@@ -81,6 +81,8 @@ struct ip_shared {
     uint32_t reass_max_bufs;    /* bound on the above */
     struct ip_reass_slot reass[IP_REASS_SLOTS];
     struct ip_neigh_wait neigh[IP_NEIGH_SLOTS];
+    uint32_t neigh_pending;     /* slots of neigh[] in use: every sent frame and every poll
+                                 * looks at the table, and skips it when this is 0 */
     struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
 };
 

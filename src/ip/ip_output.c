@@ -132,6 +132,8 @@ uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
 
 static struct ip_neigh_wait *neigh_slot(struct ip_env *env, uint32_t ifindex, be32 ip, bool create)
 {
+    if (!create && !env->sh->neigh_pending)
+        return NULL;
     struct ip_neigh_wait *free_slot = NULL;
     for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++) {
         struct ip_neigh_wait *w = &env->sh->neigh[i];
@@ -143,6 +145,7 @@ static struct ip_neigh_wait *neigh_slot(struct ip_env *env, uint32_t ifindex, be
     if (!create || !free_slot)
         return NULL;
     free_slot->used = 1;
+    env->sh->neigh_pending++;
     free_slot->ifindex = ifindex;
     free_slot->ip = ip;
     pkt_queue__init(&free_slot->q);
@@ -185,7 +188,7 @@ static void neigh_output(struct ip_env *env, const struct ip_route *rt, slip_idx
 slip_time_t ip_neigh__service(struct ip_env *env)
 {
     slip_time_t next = SLIP_TIME_NEVER;
-    for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++) {
+    for (unsigned i = 0; i < IP_NEIGH_SLOTS && env->sh->neigh_pending; i++) {
         struct ip_neigh_wait *w = &env->sh->neigh[i];
         uint8_t mac[6];
         if (!w->used)
@@ -199,12 +202,14 @@ slip_time_t ip_neigh__service(struct ip_env *env)
                 xmit(env, w->ifindex, p);
             }
             w->used = 0;
+            env->sh->neigh_pending--;
             continue;
         }
         if (rc == -EHOSTUNREACH || w->expires <= env->now) {
             env->sh->c.neigh_failed += w->q.count;
             pkt_queue__purge(env->pool, &w->q);
             w->used = 0;
+            env->sh->neigh_pending--;
             continue;
         }
         if (w->next_ask <= env->now) {
@@ -223,6 +228,7 @@ void ip_shared__purge(struct ip_env *env)
         pkt_queue__purge(env->pool, &env->sh->neigh[i].q);
         env->sh->neigh[i].used = 0;
     }
+    env->sh->neigh_pending = 0;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (s->used) {

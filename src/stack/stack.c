@@ -36,7 +36,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 3
+#define SLIP_SHM_VERSION 4
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
@@ -845,12 +845,10 @@ static slip_time_t poll_locked(struct slip_stack *s)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
             xsk_port__complete(s->ifs[i].ports[q]);
     /* While a neighbour is being resolved, watch the kernel's table closely. */
-    for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++)
-        if (s->ip->neigh[i].used) {
-            s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
-            next = SLIP_MIN(next, s->ctl_next);
-            break;
-        }
+    if (s->ip->neigh_pending) {
+        s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
+        next = SLIP_MIN(next, s->ctl_next);
+    }
     return next;
 }
 

@@ -371,6 +371,7 @@ TEST(test_output_waits_for_neighbour)
     CHECK(ip_output__send(&h.env, &rt, &tx, &v, 1), ==, 0);
     CHECK(h.nsent, ==, 0);
     CHECK(h.ip->c.neigh_wait, ==, 2);
+    CHECK(h.ip->neigh_pending, ==, 1);      /* one slot, both frames queued in it */
     slip_time_t dl = ip_neigh__service(&h.env);
     CHECK(dl, ==, h.env.now + IP_NEIGH_REASK);
     /* The kernel resolved it: the next service sends both, in order, with the MAC. */
@@ -380,6 +381,11 @@ TEST(test_output_waits_for_neighbour)
     CHECK(h.nsent, ==, 2);
     CHECK_MEM(pkt__data(&h.pool, h.sent[0]), mac, 6);
     CHECK(h.ip->c.neigh_resolved, ==, 2);
+    CHECK(h.ip->neigh_pending, ==, 0);
+    /* Resolved now: the next frame goes out at once, without a slot. */
+    CHECK(ip_output__send(&h.env, &rt, &tx, &v, 1), ==, 0);
+    CHECK(h.nsent, ==, 3);
+    CHECK(h.ip->neigh_pending, ==, 0);
     harness_fini(&h);
 }
 
@@ -399,6 +405,7 @@ TEST(test_output_neighbour_gives_up)
     ip_neigh__service(&h.env);
     CHECK(h.ip->c.neigh_failed, ==, IP_NEIGH_QLEN);
     CHECK(h.nsent, ==, 0);
+    CHECK(h.ip->neigh_pending, ==, 0);
     harness_fini(&h);
 }
 
