@@ -32,6 +32,7 @@ struct uepoll {
     int n, cap;
     struct uepoll_ent *ents;
     bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
+    bool accept_bell_added;     /* the stack's accept bell is in the kernel set */
     int epfd;
     struct uepoll *next, *prev; /* every set of the process, so close() can leave them all */
 };

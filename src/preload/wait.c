@@ -299,17 +299,88 @@ static struct uepoll *g_sets;
  * set holds is not (as with a kernel epoll fd, programs serialise epoll_ctl on one set). */
 static pthread_mutex_t g_sets_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* ---- which sets watch the stack's wake fds ----
+ * Every set that holds an accelerated socket used to have the AF_XDP fds in its kernel set, so a
+ * thread whose set holds only a listener (memcached's main thread, beside its worker's set of
+ * connections) woke on every frame for the worker, polled, and slept again. Such a set now
+ * sleeps on the process's accept bell (rung by a poll that makes a listener ready) while another
+ * set of the process watches the wake fds and no other process shares the stack (the bell is
+ * this process's). Whenever that stops being true (the last watching set lets go) the bell is
+ * rung so listener-only sets look again and take the wake fds back. */
+static uint32_t g_watching;         /* sets of this process with the wake fds in their kernel set */
+
+static void add_wake_fds(int epfd, struct uepoll *ep)
+{
+    struct slip_stack *s = g_pre.stack;
+    int wake[MAX_WAKE];
+    int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
+    for (int i = 0; i < nw; i++) {
+        /* The doorbell edge-triggered: every ring reaches every epoll set once and nobody
+         * reads it here, so no thread can take a ring meant for another (a level-triggered
+         * doorbell had to be drained, and the drain of one sleeper lost another's wakeup). */
+        bool bell = wake[i] == slip_stack__doorbell_fd(s);
+        struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
+                                   .data.u64 = bell ? BELL_MARK : WAKE_MARK };
+        real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
+    }
+    ep->stack_fds_added = true;
+    __atomic_add_fetch(&g_watching, 1, __ATOMIC_SEQ_CST);
+}
+
+static void del_wake_fds(int epfd, struct uepoll *ep)
+{
+    struct slip_stack *s = g_pre.stack;
+    int wake[MAX_WAKE];
+    int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
+    for (int i = 0; i < nw; i++)
+        real_epoll_ctl(epfd, EPOLL_CTL_DEL, wake[i], NULL);
+    ep->stack_fds_added = false;
+    if (__atomic_sub_fetch(&g_watching, 1, __ATOMIC_SEQ_CST) == 0)
+        slip_stack__ring_accept_bell(s);    /* listener-only sets: watch them yourselves now */
+}
+
 /* The stack's wake fds leave a kernel set that no longer holds an accelerated fd: they would wake
  * its sleeper for traffic it does not wait for (the progress thread keeps the stack going). */
 static void drop_wake_fds(int epfd, struct uepoll *ep)
 {
     if (!ep->stack_fds_added || ep->n || !g_pre.stack)
         return;
-    int wake[MAX_WAKE];
-    int nw = slip_stack__wait_fds(g_pre.stack, wake, MAX_WAKE);
-    for (int i = 0; i < nw; i++)
-        real_epoll_ctl(epfd, EPOLL_CTL_DEL, wake[i], NULL);
-    ep->stack_fds_added = false;
+    del_wake_fds(epfd, ep);
+}
+
+/* Every member is an accelerated listener (what accept bells are for). */
+static bool listeners_only(struct uepoll *ep)
+{
+    for (int i = 0; i < ep->n; i++) {
+        struct uepoll_ent *x = &ep->ents[i];
+        struct pfd *p = x->detached ? NULL : pfd_get(x->fd);
+        if (!p || p->kind != PFD_TCP || !p->listening)
+            return false;
+    }
+    return ep->n > 0;
+}
+
+/* Chooses, before a sleep, what ep's kernel set watches: true = the accept bell only. */
+static bool choose_watch(int epfd, struct uepoll *ep)
+{
+    struct slip_stack *s = g_pre.stack;
+    uint32_t others = __atomic_load_n(&g_watching, __ATOMIC_SEQ_CST) - (ep->stack_fds_added ? 1 : 0);
+    bool bell = slip_stack__accept_bell_fd(s) >= 0 && others > 0 && listeners_only(ep) &&
+                slip_stack__alone(s);
+    if (bell) {
+        if (!ep->accept_bell_added) {
+            struct epoll_event kev = { .events = EPOLLIN | EPOLLET, .data.u64 = BELL_MARK };
+            if (real_epoll_ctl(epfd, EPOLL_CTL_ADD, slip_stack__accept_bell_fd(s), &kev) < 0)
+                bell = false;
+            else
+                ep->accept_bell_added = true;
+        }
+        if (bell && ep->stack_fds_added)
+            del_wake_fds(epfd, ep);
+    }
+    if (!bell && !ep->stack_fds_added)
+        add_wake_fds(epfd, ep);
+    return bell;
 }
 
 void uepoll_forget_fd(int fd)
@@ -364,6 +435,10 @@ static struct pfd *ent_pfd(struct uepoll_ent *x, struct pfd *tmp)
 
 void uepoll_free(struct uepoll *ep)
 {
+    /* The kernel set goes with its fd: only the count of watching sets is ours to fix. */
+    if (ep->stack_fds_added && g_pre.stack &&
+        __atomic_sub_fetch(&g_watching, 1, __ATOMIC_SEQ_CST) == 0)
+        slip_stack__ring_accept_bell(g_pre.stack);
     pthread_mutex_lock(&g_sets_mu);
     if (ep->prev)
         ep->prev->next = ep->next;
@@ -631,28 +706,23 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
         return r > 0 ? strip_wake(ev, r) : r;
     }
     struct uepoll *ep = e->ep;
-    if (!ep->stack_fds_added) {
-        int wake[MAX_WAKE];
-        int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
-        for (int i = 0; i < nw; i++) {
-            /* The doorbell edge-triggered: every ring reaches every epoll set once and nobody
-             * reads it here, so no thread can take a ring meant for another (a level-triggered
-             * doorbell had to be drained, and the drain of one sleeper lost another's wakeup). */
-            bool bell = wake[i] == slip_stack__doorbell_fd(s);
-            struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
-                                       .data.u64 = bell ? BELL_MARK : WAKE_MARK };
-            real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
-        }
-        ep->stack_fds_added = true;
-    }
     uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
     for (;;) {
         slip_stack__poll(s);
-        slip_stack__sleepers(s, 1);     /* before the last look, as in pre_poll */
+        /* Counted as a sleeper (on the doorbell, or on the accept bell) before the last look,
+         * as in pre_poll. */
+        bool accept_only = choose_watch(epfd, ep);
+        if (accept_only)
+            slip_stack__accept_sleepers(s, 1);
+        else
+            slip_stack__sleepers(s, 1);
         int n = user_ready(ep, ev, max);
         if (n > 0) {
-            slip_stack__sleepers(s, -1);
+            if (accept_only)
+                slip_stack__accept_sleepers(s, -1);
+            else
+                slip_stack__sleepers(s, -1);
             if (n < max) {
                 int r = real_epoll_wait(epfd, ev + n, max - n, 0);
                 if (r > 0)
@@ -666,7 +736,10 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             t = left;
         int r = real_epoll_wait(epfd, ev, max, t);
         int saved = errno;
-        slip_stack__sleepers(s, -1);
+        if (accept_only)
+            slip_stack__accept_sleepers(s, -1);
+        else
+            slip_stack__sleepers(s, -1);
         errno = saved;
         if (r < 0)
             return r;

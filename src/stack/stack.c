@@ -130,6 +130,8 @@ struct slip_stack {
     slip_time_t ctl_next;
     slip_time_t next_deadline;  /* from the last poll */
     int doorbell;               /* eventfd: a helper thread's poll made something ready */
+    int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
+    uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
@@ -602,6 +604,8 @@ void slip_stack__close(struct slip_stack *s)
         close(s->epfd);
     if (s->doorbell >= 0)
         close(s->doorbell);
+    if (s->accept_bell >= 0)
+        close(s->accept_bell);
     if (s->fault.nheld) {
         for (unsigned i = 0; i < s->fault.nheld; i++)
             pkt__free_chain(&s->pool, s->fault.held[i].pkt);
@@ -830,6 +834,11 @@ static slip_time_t poll_locked(struct slip_stack *s)
             __atomic_add_fetch(&s->shm->tcp_evgen[w], 1, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&s->shm->tcp_waiters[w], __ATOMIC_SEQ_CST))
                 syscall(SYS_futex, &s->shm->tcp_evgen[w], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            /* A listener with news (a connection to accept) wakes this process's epoll sets
+             * that hold only listeners and sleep on the accept bell (preload wait.c). */
+            if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
+                s->tcp->conns[w].state == TCPS_LISTEN)
+                slip_stack__ring_accept_bell(s);
         }
     }
     if (s->shm->tres_pending)
@@ -883,6 +892,33 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
 static void doorbell_open(struct slip_stack *s)
 {
     s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->accept_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+int slip_stack__accept_bell_fd(struct slip_stack *s)
+{
+    return s->accept_bell;
+}
+
+void slip_stack__accept_sleepers(struct slip_stack *s, int delta)
+{
+    __atomic_add_fetch(&s->accept_sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+}
+
+void slip_stack__ring_accept_bell(struct slip_stack *s)
+{
+    uint64_t one = 1;
+    if (s->accept_bell >= 0 && write(s->accept_bell, &one, sizeof(one)) < 0) {
+        /* saturated: the sleepers are awake anyway */
+    }
+}
+
+bool slip_stack__alone(struct slip_stack *s)
+{
+    unsigned live = 0;
+    for (int i = 0; i < SLIP_PROC_MAX && live < 2; i++)
+        live += __atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_RELAXED) > 0;
+    return live <= 1;
 }
 
 int slip_stack__doorbell_fd(struct slip_stack *s)

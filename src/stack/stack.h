@@ -70,6 +70,14 @@ int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
 /* A sleeper woken through the wait fds clears the helper thread's doorbell (one of them). */
 void slip_stack__doorbell_drain(struct slip_stack *s);
 int slip_stack__doorbell_fd(struct slip_stack *s);
+/* Epoll sets that hold only listening sockets, in a process where another set watches the wake
+ * fds, sleep on this process's accept bell instead (an eventfd nobody reads: watch it
+ * edge-triggered). A poll that makes a listener ready rings it while accept_sleepers > 0. */
+int slip_stack__accept_bell_fd(struct slip_stack *s);
+void slip_stack__accept_sleepers(struct slip_stack *s, int delta);
+void slip_stack__ring_accept_bell(struct slip_stack *s);
+/* No other live process shares the stack (the accept bell is process-local). */
+bool slip_stack__alone(struct slip_stack *s);
 /* An application thread about to sleep on the wait fds (+1) or back from it (-1): polls that
  * deliver something while sleepers exist ring the doorbell. */
 void slip_stack__sleepers(struct slip_stack *s, int delta);

@@ -124,3 +124,67 @@ def test_poller_hands_over_when_it_leaves(testbed, slip, mode):  # noqa: F811
     late = [d for d in delays if d >= HANDOVER_LATE_MS]
     assert len(late) <= HANDOVER_LATE_MAX, \
         f"{len(late)} of {len(delays)} wakeups >= {HANDOVER_LATE_MS} ms late: the leaving poller did not hand over"
+
+
+LT_ROUNDS = 2000
+LT_LATE_CONNS = 5
+
+
+def test_listener_thread_sleeps_through_worker_traffic(testbed, slip):  # noqa: F811
+    """memcached's shape: the listener thread's epoll set holds only the listener. It used to
+    wake for every frame of the worker's connections (~2 per round trip); now it sleeps on the
+    accept bell. Then the worker's last connection closes (its set stops watching the stack) and
+    new connections must still be accepted at once, not after a 100 ms sleep cap."""
+    a, b = testbed.host("a"), testbed.host("b")
+    port = PORT + 3
+    srv = b.popen(slip([PY, os.path.join(HERE, "apps", "listener_thread.py"), B_ADDR, str(port),
+                        str(1 + LT_LATE_CONNS)], opts=["--strict"]),
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = r"""
+import json, socket, sys, time
+addr, port, rounds, late = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+s = socket.create_connection((addr, port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(rounds):
+    m = b"%06d" % i
+    s.sendall(m)
+    got = b""
+    while len(got) < len(m):
+        got += s.recv(64)
+    assert got == m, (got, m)
+s.close()
+time.sleep(0.3)          # the worker's set is empty now: it stops watching the stack
+lat = []
+for i in range(late):
+    t = time.monotonic()
+    c = socket.create_connection((addr, port))
+    c.sendall(b"hello")
+    got = b""
+    while len(got) < 5:
+        got += c.recv(64)
+    lat.append((time.monotonic() - t) * 1000)
+    c.close()
+    time.sleep(0.3)
+print(json.dumps({"late_ms": lat}))
+"""
+    try:
+        line = srv.stdout.readline()
+        assert "listening" in line, srv.stderr.read() if srv.poll() is not None else line
+        r = a.run([PY, "-c", client, B_ADDR, str(port), str(LT_ROUNDS), str(LT_LATE_CONNS)], timeout=120)
+        out, err = srv.communicate(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert_accelerated_log(err)
+    stats = json.loads(out.strip().splitlines()[-1])
+    late = json.loads(r.stdout.strip().splitlines()[-1])["late_ms"]
+    print(f"listener thread slept {stats['listener_sleeps']} times (epoll returns: {stats['listener_wakes']}) "
+          f"for {stats['accepted']} accepts and "
+          f"{LT_ROUNDS} round trips on the worker's connection; later connect+echo: "
+          f"{', '.join(f'{x:.1f}' for x in late)} ms")
+    assert stats["accepted"] == 1 + LT_LATE_CONNS and stats["echoed"] == LT_ROUNDS * 6 + 5 * LT_LATE_CONNS, stats
+    # Sleeping through the worker's traffic: a thousand or more sleeps for 2000 round trips before
+    # (2064 in one run), tens now (the accepts, and waits for Python's GIL).
+    assert stats["listener_sleeps"] <= LT_ROUNDS // 8, stats
+    assert sorted(late)[len(late) // 2] < 50, f"connections waited to be accepted: {late} ms"
