@@ -48,8 +48,10 @@ void pfd_clear(int fd)
         memset(&g_pre.fds[fd], 0, sizeof(g_pre.fds[fd]));
 }
 
-/* The kernel socket behind a new accelerated fd, by inode, so that a process receiving it over a
- * UNIX socket finds the stack socket (fd passing). */
+/* The kernel socket behind an accelerated fd, by inode, so that a process receiving it over a
+ * UNIX socket finds the stack socket (fd passing). Recorded when the fd is sent (pass_rights),
+ * not for every new socket: an fstat per accepted connection was one of the 6 syscalls nginx
+ * made per connection; a new socket only clears what an earlier one at its index left. */
 static void note_ino(struct slip_stack *s, bool tcp, int sock, int fd)
 {
     struct stat st;
@@ -385,7 +387,7 @@ int pre_socket(int domain, int type, int protocol)
     p->sock = sock;
     p->nonblock = (type & SOCK_NONBLOCK) != 0;
     slip_sock__ref(s, tcp, sock, 1);
-    note_ino(s, tcp, sock, fd);
+    slip_sock__set_ino(s, tcp, sock, 0);
     return fd;
 }
 
@@ -474,7 +476,7 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->sock = c;
             np->nonblock = (flags & SOCK_NONBLOCK) != 0;
             slip_sock__ref(s, true, c, 1);
-            note_ino(s, true, c, nfd);
+            slip_sock__set_ino(s, true, c, 0);
             fill_sin(sa, len, ra, rp);
             return nfd;
         }
@@ -1096,8 +1098,10 @@ static int pass_rights(const struct msghdr *m, int dir)
             struct pfd *p = pfd_get(f);
             if (!p || (p->kind != PFD_TCP && p->kind != PFD_UDP))
                 continue;
-            if (dir > 0)
+            if (dir > 0) {
+                note_ino(g_pre.stack, p->kind == PFD_TCP, p->sock, f);
                 slip_sock__pass_out(g_pre.stack, p->kind == PFD_TCP, p->sock);
+            }
             else
                 slip_sock__pass_in(g_pre.stack, p->kind == PFD_TCP, p->sock), sock_unref(p);
             n++;
@@ -1317,7 +1321,12 @@ pid_t pre_fork(void)
 int pre_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
     struct pfd *p = pfd_get(fd);
-    if (!p || p->kind == PFD_EPOLL)
+    /* A kernel socket (a UNIX one) may carry accelerated fds in SCM_RIGHTS: one message at a
+     * time through pre_sendmsg, which accounts for them. */
+    bool rights = false;
+    for (unsigned int i = 0; !p && g_pre.stack && i < n && !rights; i++)
+        rights = v[i].msg_hdr.msg_control != NULL;
+    if ((!p || p->kind == PFD_EPOLL) && !rights)
         return real_sendmmsg(fd, v, n, flags);
     unsigned int i = 0;
     for (; i < n; i++) {

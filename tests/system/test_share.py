@@ -99,16 +99,19 @@ def test_sharing_off_falls_back_with_one_warning(testbed, slip, tmp_path):
     stop(s2)
 
 
-def test_fd_passing_between_programs(testbed, slip, tmp_path):
+@pytest.mark.parametrize("how", ["sendmsg", "sendmmsg"])
+def test_fd_passing_between_programs(testbed, slip, tmp_path, how):
     """An acceptor hands each accepted connection to a separate worker program over a UNIX socket
-    and closes its own fd at once; the worker serves it, accelerated, on the shared stack."""
+    (sendmsg, or every other one with sendmmsg) and closes its own fd at once; the worker serves
+    it, accelerated, on the shared stack."""
     a, b = testbed.host("a"), testbed.host("b")
     path = str(tmp_path / "pass.sock")
     app = os.path.join(APPS, "fd_pass.py")
     n = 20
     w = b.popen(slip([PY, app, "worker", path, str(n)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
-    acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n)]), stdout=subprocess.PIPE,
+    acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n), *(["--sendmmsg"] if how == "sendmmsg" else [])]),
+                  stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
     assert acc.stdout.readline().startswith("ready")
     client = (

@@ -3,13 +3,40 @@ activation do. Run both under `slipstream run`:
 
     fd_pass.py worker UNIXPATH N     receives N connections over the UNIX socket, answers each
                                       "worker <line>" and closes it
-    fd_pass.py acceptor UNIXPATH PORT N
+    fd_pass.py acceptor UNIXPATH PORT N [--sendmmsg]
                                       accepts N TCP connections, hands each to the worker and
-                                      closes its own fd at once (before the worker got it)
+                                      closes its own fd at once (before the worker got it); with
+                                      --sendmmsg every other one goes with libc's sendmmsg()
 Each prints "ready" when it can be used and "done N" at the end."""
+import ctypes
 import os
 import socket
 import sys
+
+
+def send_fd_mmsg(u, fd):
+    """One message b"c" carrying fd, through libc's sendmmsg (the preloaded one)."""
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+
+    class mmsghdr(ctypes.Structure):
+        _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+
+    data = ctypes.create_string_buffer(b"c", 1)
+    iov = iovec(ctypes.cast(data, ctypes.c_void_p), 1)
+    # struct cmsghdr { size_t len; int level; int type; } + one int, padded to 8 bytes
+    cmsg = ctypes.create_string_buffer(24)
+    ctypes.memmove(cmsg, (ctypes.c_size_t * 1)(20), 8)
+    ctypes.memmove(ctypes.addressof(cmsg) + 8, (ctypes.c_int * 3)(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd), 12)
+    m = mmsghdr(msghdr(None, 0, ctypes.pointer(iov), 1, ctypes.cast(cmsg, ctypes.c_void_p), 24, 0), 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.sendmmsg(u.fileno(), ctypes.byref(m), 1, 0) != 1:
+        raise OSError(ctypes.get_errno(), "sendmmsg")
 
 role, path = sys.argv[1], sys.argv[2]
 if role == "worker":
@@ -43,6 +70,9 @@ else:
     print("ready", flush=True)
     for i in range(n):
         c, _ = ls.accept()
-        socket.send_fds(u, [b"c"], [c.fileno()])
+        if "--sendmmsg" in sys.argv and i % 2:
+            send_fd_mmsg(u, c.fileno())
+        else:
+            socket.send_fds(u, [b"c"], [c.fileno()])
         c.close()
     print("done", n, flush=True)
