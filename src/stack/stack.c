@@ -169,6 +169,7 @@ static void atfork_child(void)
         for (unsigned i = 0; i < SLIP_MAX_IFACES; i++)
             s->txq[i].n = 0;
         s->fault.nheld = 0;
+        s->accept_sleepers = 0;     /* the parent's sleeping threads are not the child's */
     }
 }
 
