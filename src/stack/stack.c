@@ -187,6 +187,13 @@ static void stacks_register(struct slip_stack *s)
         }
 }
 
+static void stacks_unregister(struct slip_stack *s)
+{
+    for (unsigned k = 0; k < SLIP_ARRAY_SIZE(g_stacks); k++)
+        if (g_stacks[k] == s)
+            g_stacks[k] = NULL;
+}
+
 /* Just took the lock: record the owner and, when another process held it last, reload the
  * rings' cached indices in this process (see xsk_port__resync). */
 static void proc_drain_closeq(struct slip_stack *s);
@@ -591,6 +598,7 @@ void slip_stack__close(struct slip_stack *s)
 {
     if (!s)
         return;
+    stacks_unregister(s);       /* a later fork must not touch it (atfork_child) */
     if (s->kfd)
         for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
             if (s->kfd[i] >= 0)
@@ -2167,7 +2175,12 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     *out = s;
     return 0;
 fail:
-    /* Never close inherited fds here: the stack keeps running for whoever else maps it. */
+    /* Never close inherited fds here: the stack keeps running for whoever else maps it. Our
+     * own eventfds are ours. */
+    if (s->doorbell >= 0)
+        close(s->doorbell);
+    if (s->accept_bell >= 0)
+        close(s->accept_bell);
     free(s);
     return rc < 0 ? rc : -EINVAL;
 }
