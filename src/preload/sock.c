@@ -257,7 +257,8 @@ static bool block_ready(void *arg)
     return (pfd_poll(l->p) & (l->want | EPOLLERR | EPOLLHUP)) != 0;
 }
 
-static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd, bool *poller_p)
+/* *poller: this thread took the poller's place (the caller gives it up, also when cancelled). */
+static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd, bool *poller)
 {
     struct slip_stack *s = g_pre.stack;
     /* Another thread may close (and reuse) the fd while this one sleeps: never go on with a
@@ -267,7 +268,6 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
     const bool may_futex = kind == PFD_TCP && extra_fd < 0;
     uint64_t start = mono_us();
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
-    bool poller = false;
     int rc = 0;
     for (;;) {
         if (p->kind != kind || p->sock != sock) {
@@ -286,7 +286,7 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
         if (g_pre.spin_usec > 0 && now - start < (uint64_t)g_pre.spin_usec)
             continue;
         int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
-        if (may_futex && !poller && preload_futex_usable()) {
+        if (may_futex && !*poller && preload_futex_usable()) {
             struct block_look look = { p, want };
             int fr = preload_futex_round(s, &sock, 1, block_ready, &look, left);
             if (fr == -EINTR && (timeout_ms >= 0 || !restartable())) {
@@ -295,8 +295,7 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
             }
             if (fr <= 0)
                 continue;
-            poller = true;
-            *poller_p = true;
+            *poller = true;
         }
         struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
         int fds[SLIP_WAIT_FDS_MAX];

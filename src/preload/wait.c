@@ -87,7 +87,7 @@ static bool poll_set_ready(void *arg)
     return false;
 }
 
-static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p);
+static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller);
 
 int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
@@ -106,7 +106,8 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
     return st.rc;
 }
 
-static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p)
+/* *poller: this thread took the poller's place (pre_poll gives it up, also when cancelled). */
+static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
 {
     struct slip_stack *s = g_pre.stack;
 
@@ -115,7 +116,6 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p)
     if (!k)
         return set_errno(-ENOMEM);
     int ret;
-    bool poller = false;
     int socks[PRELOAD_FUTEX_MAX];
     int nsocks = poll_futex_socks(fds, n, socks);
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
@@ -153,7 +153,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p)
         for (int w = 0; w < nw; w++)
             k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
         int left = ready ? 0 : remaining(end);
-        if (!ready && left != 0 && nsocks && !poller && preload_futex_usable()) {
+        if (!ready && left != 0 && nsocks && !*poller && preload_futex_usable()) {
             slip_stack__sleepers(s, -1);
             struct poll_look look = { fds, n };
             int fr = preload_futex_round(s, socks, nsocks, poll_set_ready, &look, left);
@@ -163,8 +163,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller_p)
             }
             if (fr == 0)
                 continue;
-            poller = true;      /* this thread sleeps on the wait fds for the others */
-            *poller_p = true;
+            *poller = true;     /* this thread sleeps on the wait fds for the others */
             slip_stack__sleepers(s, 1);
             if (poll_set_ready(&look)) {
                 slip_stack__sleepers(s, -1);

@@ -870,12 +870,19 @@ static slip_time_t poll_locked(struct slip_stack *s)
     return next;
 }
 
-static void ring_doorbell(struct slip_stack *s)
+/* Rings an eventfd bell (the doorbell, the accept bell); nobody reads them, sleepers watch them
+ * edge-triggered. */
+static void bell_ring(int fd)
 {
     uint64_t one = 1;
-    if (s->doorbell >= 0 && write(s->doorbell, &one, sizeof(one)) < 0) {
+    if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
         /* saturated: the sleepers are awake anyway */
     }
+}
+
+static void ring_doorbell(struct slip_stack *s)
+{
+    bell_ring(s->doorbell);
 }
 
 void slip_stack__sleepers(struct slip_stack *s, int delta)
@@ -916,18 +923,21 @@ void slip_stack__accept_sleepers(struct slip_stack *s, int delta)
 
 void slip_stack__ring_accept_bell(struct slip_stack *s)
 {
-    uint64_t one = 1;
-    if (s->accept_bell >= 0 && write(s->accept_bell, &one, sizeof(one)) < 0) {
-        /* saturated: the sleepers are awake anyway */
-    }
+    bell_ring(s->accept_bell);
+}
+
+/* Processes attached to the stack (slots with a pid). */
+static unsigned procs_live(const struct slip_stack *s)
+{
+    unsigned live = 0;
+    for (int i = 0; i < SLIP_PROC_MAX; i++)
+        live += __atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_RELAXED) > 0;
+    return live;
 }
 
 bool slip_stack__alone(struct slip_stack *s)
 {
-    unsigned live = 0;
-    for (int i = 0; i < SLIP_PROC_MAX && live < 2; i++)
-        live += __atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_RELAXED) > 0;
-    return live <= 1;
+    return procs_live(s) <= 1;
 }
 
 int slip_stack__doorbell_fd(struct slip_stack *s)
@@ -1385,10 +1395,7 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "ip.reass_bufs", s->ip->reass_bufs);
     emit(k, "lock.contended", s->shm->lock.contended);
     emit(k, "lock.stolen", s->shm->lock.stolen);
-    unsigned live = 0;
-    for (int i = 0; i < SLIP_PROC_MAX; i++)
-        live += s->shm->procs.p[i].pid > 0;
-    emit(k, "procs.live", live);
+    emit(k, "procs.live", procs_live(s));
     emit(k, "procs.reaped", s->shm->procs.reaped);
     emit(k, "procs.closeq_overflows", s->shm->procs.closeq_overflows);
     if (s->fault.on) {

@@ -563,11 +563,16 @@ void xsk_port__complete(struct xsk_port *p)
     }
 }
 
+/* Entries of a ring we produce into that the kernel has not taken yet. */
+static uint32_t prod_pending(const struct xsk_ring_prod *r)
+{
+    return __atomic_load_n(r->producer, __ATOMIC_RELAXED) - __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
+}
+
 /* Descriptors on the TX ring the kernel has not taken yet. */
 static uint32_t tx_queued(const struct xsk_port *p)
 {
-    return __atomic_load_n(p->tx.producer, __ATOMIC_RELAXED) -
-           __atomic_load_n(p->tx.consumer, __ATOMIC_ACQUIRE);
+    return prod_pending(&p->tx);
 }
 
 uint32_t xsk_port__tx_queued(const struct xsk_port *p)
@@ -577,8 +582,7 @@ uint32_t xsk_port__tx_queued(const struct xsk_port *p)
 
 uint32_t xsk_port__fill_posted(const struct xsk_port *p)
 {
-    return __atomic_load_n(p->fill->producer, __ATOMIC_RELAXED) -
-           __atomic_load_n(p->fill->consumer, __ATOMIC_ACQUIRE);
+    return prod_pending(p->fill);
 }
 
 int xsk_port__tx_flush(struct xsk_port *p)
