@@ -74,6 +74,17 @@ def bed(posix_peer_bed):
     return posix_peer_bed
 
 
+def last_json(out):
+    """The program's result: the last line of its stdout that parses as JSON (None if none)."""
+    res = None
+    for line in out.splitlines():
+        try:
+            res = json.loads(line)
+        except ValueError:
+            pass
+    return res
+
+
 def run_fuzz(host, prefix, *args, timeout=None, env=None):
     """Runs api_fuzz.py in host; returns (exit code, summary dict or None, stderr, trace tail)."""
     fd, trace = tempfile.mkstemp(prefix="slaf-trace-")
@@ -89,12 +100,7 @@ def run_fuzz(host, prefix, *args, timeout=None, env=None):
         p.kill()
         out, err = p.communicate()
         err += f"\n[test] killed after {timeout} s: the program itself hung (its watchdog did not fire)"
-    summary = None
-    for line in out.splitlines():
-        try:
-            summary = json.loads(line)
-        except ValueError:
-            pass
+    summary = last_json(out)
     with open(trace, errors="replace") as f:
         tail = f.readlines()[-12:]
     os.unlink(trace)
@@ -146,13 +152,7 @@ def run_repro(host, prefix, name):
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-    res = None
-    for line in out.splitlines():
-        try:
-            res = json.loads(line)
-        except ValueError:
-            pass
-    return p.returncode, res, err
+    return p.returncode, last_json(out), err
 
 
 @pytest.mark.parametrize("name", sorted(REPROS))
