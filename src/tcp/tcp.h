@@ -204,6 +204,8 @@ struct tcp_counters {
 #undef TCP_COUNTER_FIELD
 };
 
+#define TCP_FREED_RING 256
+
 struct tcp_shared {
     struct tcp_counters c;
     uint64_t key[4];          /* secret: [0..1] ISN / TS offset, [2..3] SYN cookies */
@@ -219,8 +221,19 @@ struct tcp_shared {
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
     slip_idx_t hash[TCP_HASH_BUCKETS];
     slip_idx_t lhash[TCP_LHASH_BUCKETS];
+    /* Slots freed so far (closed, TIME_WAIT ended or recycled) and the last TCP_FREED_RING of
+     * them: whoever keeps resources per slot (src/stack: port reservations, steering claims)
+     * looks at just these instead of every slot. */
+    uint32_t freed_seq;
+    slip_idx_t freed[TCP_FREED_RING];
     struct tcp_conn conns[];  /* max_conns of them */
 };
+
+/* The slot freed as number k (k < sh->freed_seq, k + TCP_FREED_RING >= sh->freed_seq). */
+static inline slip_idx_t tcp__freed_slot(const struct tcp_shared *sh, uint32_t k)
+{
+    return sh->freed[k % TCP_FREED_RING];
+}
 
 /* Bytes of a tcp_shared with room for max_conns connections. */
 size_t tcp_shared__bytes(uint32_t max_conns);

@@ -202,9 +202,16 @@ static void conn_reset_fields(struct tcp_conn *c)
  * TIME_WAIT sockets with tcp_max_tw_buckets). One scan frees the oldest eighth of them at once
  * (by 2MSL deadline), so a server closing first at a high rate pays the table scan once per
  * batch of new connections, not once per connection. */
+static void note_freed(struct tcp_shared *sh, slip_idx_t i)
+{
+    sh->freed[sh->freed_seq % TCP_FREED_RING] = i;
+    sh->freed_seq++;
+}
+
 static void recycle_one(struct tcp_shared *sh, struct tcp_conn *c)
 {
     sh->c.tw_recycled++;
+    note_freed(sh, tcp_conn__idx(sh, c));
     tcp_conn__unhash(sh, c);
     tcp_timer__stop_all(c);
     c->flags = 0;
@@ -342,6 +349,7 @@ void tcp_conn__free(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->hnext = sh->free_head;
     sh->free_head = i;
     sh->nused--;
+    note_freed(sh, i);
 }
 
 void tcp_conn__wake(struct tcp_shared *sh, struct tcp_conn *c)
