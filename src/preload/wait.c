@@ -30,6 +30,26 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* SLIP_SPIN_USEC: a wait that found nothing looks again, without sleeping, until this long
+ * after it first found nothing (*since, 0 before). Spinning costs the core and saves the
+ * sleep and the wakeup (on a VM an interrupt to another core for every wakeup). */
+static bool spin_more(uint64_t *since)
+{
+    if (g_pre.spin_usec <= 0)
+        return false;
+    uint64_t now = mono_us();
+    if (!*since)
+        *since = now;
+    return now - *since < (uint64_t)g_pre.spin_usec;
+}
+
 static int remaining(uint64_t end)
 {
     if (end == UINT64_MAX)
@@ -118,7 +138,10 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
     int ret;
     int socks[PRELOAD_FUTEX_MAX];
     int nsocks = poll_futex_socks(fds, n, socks);
+    uint64_t spun = 0;
+    unsigned spins = 0;
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
+    preload_signal_reset();
     for (;;) {
         slip_stack__poll(s);
         /* Counted as a sleeper before the last look: a poll by another thread that delivers
@@ -153,7 +176,19 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
         for (int w = 0; w < nw; w++)
             k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
         int left = ready ? 0 : remaining(end);
-        if (!ready && left != 0 && nsocks && !*poller && preload_futex_usable()) {
+        bool spinning = !ready && left != 0 && spin_more(&spun);
+        if (spinning) {
+            if (preload_signal_restart()) {     /* a handler ran: poll is never restarted */
+                slip_stack__sleepers(s, -1);
+                ret = set_errno(-EINTR);
+                break;
+            }
+            if (++spins % 16 != 0) {            /* the kernel fds, now and then */
+                slip_stack__sleepers(s, -1);
+                continue;
+            }
+        }
+        if (!spinning && !ready && left != 0 && nsocks && !*poller && preload_futex_usable()) {
             slip_stack__sleepers(s, -1);
             struct poll_look look = { fds, n };
             int fr = preload_futex_round(s, socks, nsocks, poll_set_ready, &look, left);
@@ -170,7 +205,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
                 continue;
             }
         }
-        int t = ready ? 0 : preload_sleep_ms(s, left);
+        int t = ready || spinning ? 0 : preload_sleep_ms(s, left);
         if (!ready && left >= 0 && t > left)
             t = left;
         int r = real_poll(k, nk + (nfds_t)nw, t);
@@ -706,7 +741,10 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
     }
     struct uepoll *ep = e->ep;
     uint64_t end = timeout < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout;
+    uint64_t spun = 0;
+    unsigned spins = 0;
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
+    preload_signal_reset();
     for (;;) {
         slip_stack__poll(s);
         /* Counted as a sleeper (on the doorbell, or on the accept bell) before the last look,
@@ -730,6 +768,20 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             return n;
         }
         int left = remaining(end);
+        if (left != 0 && spin_more(&spun)) {
+            if (accept_only)
+                slip_stack__accept_sleepers(s, -1);
+            else
+                slip_stack__sleepers(s, -1);
+            if (preload_signal_restart())
+                return set_errno(-EINTR);   /* a handler ran: epoll_wait is never restarted */
+            if (++spins % 16 == 0) {        /* the kernel members, now and then */
+                int r = real_epoll_wait(epfd, ev, max, 0);
+                if (r > 0 && (r = strip_wake(ev, r)) > 0)
+                    return r;
+            }
+            continue;
+        }
         int t = preload_sleep_ms(s, left);
         if (left >= 0 && t > left)
             t = left;

@@ -731,6 +731,36 @@ def run_repro(testbed, slip, accelerated, script, port, client):
     return s.returncode, out
 
 
+@pytest.mark.parametrize("call", ["epoll", "poll"])
+@pytest.mark.parametrize("how", ["kernel", "default", "latency"])
+def test_wait_spins_and_still_sees_everything(testbed, slip, how, call):
+    """The latency profile (SLIP_SPIN_USEC=100000) makes epoll_wait and poll spin before they
+    sleep, as blocking calls do; while spinning they still report a pipe, socket data, a signal
+    and their timeout as promptly as the kernel's. Without it, an idle wait costs no CPU."""
+    a, b = testbed.host("a"), testbed.host("b")
+    cmd = [PY, os.path.join(APPS, "wait_spin.py"), "9300", call]
+    if how != "kernel":
+        cmd = slip(cmd, opts=["--profile", "latency"] if how == "latency" else [])
+    s = b.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert s.stdout.readline().strip() == "listening"
+    client = ("import socket, time\n"
+              f"s = socket.create_connection(('{B_ADDR}', 9300))\n"
+              "assert s.recv(2) == b'go'; time.sleep(0.03); s.send(b'x'); s.recv(1)\n")
+    r = a.run([PY, "-c", client], timeout=30)
+    out, err = s.communicate(timeout=30)
+    print(how, call, out.strip(), err.strip())
+    assert r.returncode == 0 and s.returncode == 0, (r.stderr, err)
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["idle_events"] == 0 and 0.28 <= res["idle_wall"] < 0.6, res
+    assert res["pipe_ready"] and res["pipe_wall"] < 0.25, res
+    assert res["signal"] and res["signal_wall"] < 0.25, res
+    assert res["data_ready"] and res["data_wall"] < 0.25, res
+    if how == "latency":
+        assert res["idle_cpu"] >= 0.06, res     # spun for (about) the first 100 ms
+    else:
+        assert res["idle_cpu"] < 0.05, res      # slept
+
+
 @pytest.mark.parametrize("accelerated", [False, True],
                          ids=["kernel", "slipstream"])
 def test_repro_epoll_add_after_close_of_same_fd(testbed, slip, accelerated):

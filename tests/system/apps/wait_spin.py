@@ -1,0 +1,74 @@
+"""For test_apps.py: epoll_wait (argv[2] "epoll") or poll() ("poll") on a set with an
+accelerated socket, under the latency profile (SLIP_SPIN_USEC=100000) or not. With it the wait spins before it sleeps, and while it spins it
+must still report a kernel fd (a pipe), data on the socket, a signal (EINTR) and its timeout.
+Prints one JSON line: the wall and thread CPU seconds of each wait."""
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+
+
+class Interrupted(Exception):
+    pass
+
+
+def on_alarm(sig, frame):
+    raise Interrupted()
+
+
+def timed(fn):
+    w0, c0 = time.monotonic(), time.thread_time()
+    try:
+        out = fn()
+    except Interrupted:
+        out = "interrupted"
+    return out, round(time.monotonic() - w0, 4), round(time.thread_time() - c0, 4)
+
+
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", int(sys.argv[1])))
+l.listen(8)
+print("listening", flush=True)
+c, _ = l.accept()
+rfd, wfd = os.pipe()
+if sys.argv[2] == "poll":
+    class Poll:     # select.poll() with epoll's seconds
+        def __init__(self):
+            self.p = select.poll()
+
+        def register(self, fd, ev):
+            self.p.register(fd, ev)
+
+        def poll(self, secs):
+            return self.p.poll(int(secs * 1000))
+    ep = Poll()
+else:
+    ep = select.epoll()
+ep.register(c.fileno(), select.POLLIN)
+ep.register(rfd, select.POLLIN)
+res = {}
+
+ev, res["idle_wall"], res["idle_cpu"] = timed(lambda: ep.poll(0.3))
+res["idle_events"] = len(ev)
+
+threading.Timer(0.03, lambda: os.write(wfd, b"x")).start()
+ev, res["pipe_wall"], _ = timed(lambda: ep.poll(2.0))
+res["pipe_ready"] = [fd for fd, _ in ev] == [rfd]
+os.read(rfd, 1)
+
+signal.signal(signal.SIGALRM, on_alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.03)
+ev, res["signal_wall"], _ = timed(lambda: ep.poll(2.0))
+res["signal"] = ev == "interrupted"
+
+c.send(b"go")                       # the peer answers 30 ms later
+ev, res["data_wall"], _ = timed(lambda: ep.poll(2.0))
+res["data_ready"] = [fd for fd, _ in ev] == [c.fileno()]
+c.recv(1)
+c.close()
+print(json.dumps(res), flush=True)
