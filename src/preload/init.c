@@ -235,9 +235,17 @@ static void stack_at_exit(void)
         return;
     done = true;                /* exit() ran it; an exit handler may still call _exit() */
     preload_quiesce();
+    /* The kernel closes a process's fds when it ends; ours are closed now, before the stack
+     * lingers: their kernel sockets would otherwise keep listening ports (and bound UDP ports)
+     * taken from a server restarted meanwhile. */
+    for (int fd = 0; fd < g_pre.nfds && !slip_stack__held_here(g_pre.stack); fd++) {
+        struct pfd *p = pfd_get(fd);
+        if (p && (p->kind == PFD_TCP || p->kind == PFD_UDP))
+            pre_close(fd);
+    }
     const char *l = getenv("SLIP_EXIT_LINGER_MS");
     preload_depth++;
-    slip_stack__exit(g_pre.stack, l && *l ? atoi(l) : 2000);
+    slip_stack__exit(g_pre.stack, l && *l ? atoi(l) : 2000, share_keep);
     preload_depth--;
 }
 

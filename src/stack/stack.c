@@ -1327,10 +1327,25 @@ static unsigned tcp_unfinished(struct slip_stack *s)
     return n;
 }
 
-void slip_stack__exit(struct slip_stack *s, int linger_ms)
+/* After this process gave its slot back: another process (alive) holds one. */
+static bool others_carry_on(struct slip_stack *s)
+{
+    for (int i = 0; i < SLIP_PROC_MAX; i++)
+        if (__atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE &&
+            !slip_procs__dead(&s->shm->procs, i))
+            return true;
+    return false;
+}
+
+bool slip_stack__held_here(struct slip_stack *s)
+{
+    return __atomic_load_n(&s->shm->lock.owner_pid, __ATOMIC_ACQUIRE) == (uint32_t)g_pid;
+}
+
+void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct slip_stack *s))
 {
     /* exit() from inside the stack (a signal handler, another thread's abort): touch nothing. */
-    if (__atomic_load_n(&s->shm->lock.owner_pid, __ATOMIC_ACQUIRE) == (uint32_t)g_pid)
+    if (slip_stack__held_here(s))
         return;
     if (s->proc >= 0) {
         proc_release_slot(s, s->proc);
@@ -1338,14 +1353,15 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms)
     }
     if (s->reap_ok)
         proc_reap_now(s, now_ns());
-    for (int i = 0; i < SLIP_PROC_MAX; i++)
-        if (__atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE && !slip_procs__dead(&s->shm->procs, i))
-            return;             /* someone else carries on with the stack */
     /* The last process: the stack dies with it, so deliver what was written first, as the
-     * kernel would after the process is gone (bounded: the kernel's orphans may take minutes). */
+     * kernel would after the process is gone (bounded: the kernel's orphans may take minutes).
+     * A program that joins meanwhile (a server restarted at once) takes the stack over. */
     slip_time_t end = now_ns() + (slip_time_t)linger_ms * SLIP_MSEC;
-    while (tcp_unfinished(s) && now_ns() < end)
+    while (!others_carry_on(s) && tcp_unfinished(s) && now_ns() < end) {
         slip_stack__wait(s, 10);
+        if (tick)
+            tick(s);
+    }
 }
 
 int slip_stack__wait(struct slip_stack *s, int timeout_ms)

@@ -139,10 +139,15 @@ int slip_stack__reap(struct slip_stack *s);
  * a slot claimed for it, naming this process's fds (the caller passes them over a UNIX socket
  * in the order slip_stack__export_fds gives). */
 int slip_stack__describe_for_peer(struct slip_stack *s, pid_t pid, char *buf, size_t len);
+/* A thread of this process holds the stack's lock (an exit from inside it must not wait for
+ * it). */
+bool slip_stack__held_here(struct slip_stack *s);
 /* This process is exiting: gives back its references (closing the sockets only it held) and,
  * when no other process shares the stack, keeps the stack running up to linger_ms so data and
- * FINs already written reach the peer, as the kernel delivers a dead process's writes. */
-void slip_stack__exit(struct slip_stack *s, int linger_ms);
+ * FINs already written reach the peer, as the kernel delivers a dead process's writes. tick
+ * (may be NULL) runs every 10 ms meanwhile, to let programs join (share.h): once another process
+ * carries the stack, the lingering stops. */
+void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct slip_stack *s));
 /* Prints every counter of the stack as `group.name value` lines. */
 void slip_stack__dump(struct slip_stack *s, FILE *f);
 /* Reads one counter by its `group.name` (as printed by dump); -ENOENT when unknown. */

@@ -60,3 +60,50 @@ def test_connection_ends_when_fork_child_dies_holding_it(testbed, slip, mode, ro
     assert "not accelerated" not in err, err
     assert cl.returncode == 0, (cl.stdout, cl.stderr, err)
     assert f"done {rounds}" in out, (out, err)
+
+
+@pytest.mark.parametrize("second", ["kernel", "slipstream"])
+def test_port_free_while_exited_server_still_delivers(testbed, slip, second):
+    """A server that exits leaving unsent data: the kernel closes its listener at once (the
+    orphaned connection goes on delivering), so a restarted server can listen on the same port
+    right away and get the new connections. The stack keeps delivering after exit too; its
+    listener, kernel socket and steering must not outlive the exit."""
+    a, b = testbed.host("a"), testbed.host("b")
+    first = b.popen(["env", "SLIP_EXIT_LINGER_MS=5000",
+                     *slip([sys.executable, os.path.join(APPS, "exit_restart.py"), "7300"])],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.stdout.readline().strip() == "listening"
+    # a peer that never reads
+    hold = a.popen([sys.executable, "-c",
+                    "import socket, time\n"
+                    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n"
+                    f"s.connect(('{B_ADDR}', 7300)); print('connected', flush=True); time.sleep(8)\n"],
+                   stdout=subprocess.PIPE, text=True)
+    assert hold.stdout.readline().strip() == "connected"
+    line = first.stdout.readline()
+    assert line.startswith("exiting"), (line, first.stderr.read())
+    t0 = time.monotonic()
+    server2 = [sys.executable, "-c",
+               "import socket\n"
+               "l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "l.bind(('0.0.0.0', 7300)); l.listen(8); print('listening', flush=True)\n"
+               "c, _ = l.accept(); c.sendall(b'second'); c.close()\n"]
+    s2 = b.popen(slip(server2) if second == "slipstream" else server2,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = s2.stdout.readline().strip()
+    listened = time.monotonic() - t0
+    still_running = first.poll() is None
+    assert line == "listening", (line, s2.stderr.read())
+    cl = a.run([sys.executable, "-c",
+                f"import socket; s = socket.create_connection(('{B_ADDR}', 7300), timeout=5)\n"
+                "d = b''\nwhile len(d) < 6:\n    x = s.recv(100)\n    assert x, d\n    d += x\nprint(d.decode())\n"],
+               timeout=30)
+    print(f"second server ({second}) listening {listened:.3f} s after the first said exiting; "
+          f"first still delivering then: {still_running}; client: {cl.stdout.strip()} {cl.stderr.strip()}")
+    assert cl.returncode == 0 and cl.stdout.strip() == "second", cl.stderr
+    _, err2 = s2.communicate(timeout=30)
+    if second == "slipstream":
+        assert "not accelerated" not in err2, err2     # it joined the stack still delivering
+        assert listened < 1.0, listened
+    hold.kill()
+    first.communicate(timeout=30)

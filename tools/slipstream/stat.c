@@ -65,7 +65,7 @@ int cmd_stat(int argc, char **argv)
         return 1;
     }
     /* Give back the process slot it was handed first: procs.live then counts the programs. */
-    slip_stack__exit(s, 0);
+    slip_stack__exit(s, 0, NULL);
     slip_stack__dump(s, stdout);
     if (conns)
         slip_tcp__dump(s, stdout);
