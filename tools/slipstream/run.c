@@ -18,7 +18,7 @@ static const struct {
 } options[] = {
     { "SLIP_IFACES", "interfaces that are up with an IPv4 address, never lo", "comma-separated interfaces to accelerate (--iface)" },
     { "SLIP_STRICT", "0", "1: fail instead of falling back to the kernel (--strict)" },
-    { "SLIP_SPIN_USEC", "0", "microseconds a blocking call spins before sleeping (latency profile: 100000)" },
+    { "SLIP_SPIN_USEC", "0", "microseconds a blocking call, epoll_wait, poll or select spins before sleeping (latency profile: 100000)" },
     { "SLIP_FRAME_SIZE", "4096", "UMEM frame size, 2048 or 4096" },
     { "SLIP_RING_SIZE", "2048", "size of each AF_XDP ring, power of two 64..16384" },
     { "SLIP_BURST", "64", "frames taken from a ring per poll, 1..256" },
@@ -112,8 +112,8 @@ static int find_library(char *out, size_t len)
         *slash = 0;
     static const char *const rel[] = { "src/preload/libslipstream.so", "../lib/slipstream/libslipstream.so" };
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(out, len, "%s/%s", exe, rel[i]);
-        if (access(out, R_OK) == 0)
+        int w = snprintf(out, len, "%s/%s", exe, rel[i]);
+        if (w > 0 && (size_t)w < len && access(out, R_OK) == 0)
             return 0;
     }
     return -ENOENT;
