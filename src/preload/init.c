@@ -65,6 +65,8 @@ void preload_init(void)
     g_pre.strict = st && *st && strcmp(st, "0") != 0;
     const char *spin = getenv("SLIP_SPIN_USEC");
     g_pre.spin_usec = spin ? atoi(spin) : 0;
+    const char *all = getenv("SLIP_EPOLL_ALL_MS");     /* tests: 0 or unset = 100 */
+    g_pre.epoll_all_ms = all && atoi(all) > 0 ? atoi(all) : 100;
     g_pre.ready = true;
 }
 

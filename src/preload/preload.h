@@ -25,12 +25,18 @@ struct uepoll_ent {
     bool detached;
     uint8_t kind;
     int sock;
+    /* When epoll_wait last computed its readiness (TCP): the socket's event generation then,
+     * and whether it was ready. Unset after EPOLL_CTL_ADD/MOD. */
+    bool looked, was_ready;
+    uint32_t gen_look;
 };
 
 /* User-space part of an epoll set: the accelerated fds in it (the kernel set holds the rest). */
 struct uepoll {
     int n, cap;
     struct uepoll_ent *ents;
+    uint32_t epoch_seen;        /* g_ready_epoch at the last look at every entry ... */
+    uint64_t all_ms;            /* ... and when (CLOCK_MONOTONIC ms) */
     bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
     bool accept_bell_added;     /* the stack's accept bell is in the kernel set */
     int epfd;
@@ -65,6 +71,7 @@ struct preload_state {
     bool tried;                 /* stack open attempted */
     bool strict;
     int spin_usec;
+    int epoll_all_ms;           /* SLIP_EPOLL_ALL_MS: epoll_wait looks at every entry this often */
     struct slip_stack *stack;
     struct pfd *fds;
     int nfds;
@@ -139,6 +146,9 @@ bool preload_futex_usable(void);
 int preload_futex_round(struct slip_stack *s, const int *socks, int m, bool (*ready)(void *),
                         void *arg, int left_ms);
 void preload_poller_leave(void);
+/* This process changed something that can make a socket more ready without an event of the
+ * stack (a socket option): epoll_wait looks at every entry next time (wait.c). */
+void preload_ready_epoch_bump(void);
 /* pthread_cleanup_push handler: leaves the poller's place if *(bool *)poller (a cancelled
  * thread must not keep it). */
 void preload_poller_cleanup(void *poller);

@@ -742,11 +742,20 @@ static int timeo_ms(const void *val, socklen_t len)
     return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
+static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void *val, socklen_t len);
+
 int pre_setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind == PFD_EPOLL)
         return real_setsockopt(fd, level, opt, val, len);
+    int rc = setsockopt_sock(p, fd, level, opt, val, len);
+    preload_ready_epoch_bump();     /* after it: SO_RCVLOWAT or SO_SNDBUF may make it ready */
+    return rc;
+}
+
+static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void *val, socklen_t len)
+{
     /* The kernel socket gets every option too: it validates them (EINVAL, ENOPROTOOPT exactly as
      * Linux) and getsockopt of options we do not keep reads them back from it. */
     int krc = real_setsockopt(fd, level, opt, val, len);
