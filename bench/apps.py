@@ -242,8 +242,19 @@ class Apps:
         conf.write_text(text)
         return conf
 
+    def hold_idle(self, port, n):
+        """n idle keep-alive connections to nginx from a (kernel), held until stop()."""
+        p = Proc(self.a, [sys.executable, "-c", IDLE_HOLDER, self.b.addr, str(port), str(n)],
+                 stdin=subprocess.PIPE)
+        if not p.wait_line("out", lambda l: l.startswith("open"), 60):
+            p.p.kill()
+            p.reap(5)
+            raise RuntimeError("idle connections not opened: " + one_line(p.tail()))
+        return p
+
     def nginx(self, cfg, secs):
-        """All nginx rows of one configuration from one nginx: keep-alive 16/64/256, then close."""
+        """All nginx rows of one configuration from one nginx: keep-alive 16/64/256, keep-alive 16
+        beside IDLE idle connections, then close."""
         port = self.next_port()
         conf = self.nginx_conf(port)
         srv = self.start(self.server_cfg(cfg), ["nginx", "-c", str(conf)], port)
@@ -251,9 +262,12 @@ class Apps:
         url = f"http://{self.b.addr}:{port}/1k.bin"
         try:
             for name, extra, conns in (("ka16", [], 16), ("ka64", [], 64), ("ka256", [], 256),
-                                       ("close", ["-H", "Connection: close"], 16)):
+                                       ("idle", [], 16), ("close", ["-H", "Connection: close"], 16)):
                 cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", *extra, url]
+                holder = None
                 try:
+                    if name == "idle":
+                        holder = self.hold_idle(port, IDLE)
                     (text, _), cpu, allcpu, mach = self.measured(
                         srv, lambda: self.client(cmd, timeout=secs + 60, cfg=self.client_cfg(cfg)))
                     r = parse_wrk(text)
@@ -264,6 +278,10 @@ class Apps:
                     out[name] = RuntimeError(one_line(e))
                     if srv.p.poll() is not None:
                         break
+                finally:
+                    if holder:
+                        holder.p.stdin.close()
+                        holder.reap(15)
         finally:
             self.stop(srv)
         if cfg != "kernel":
@@ -482,13 +500,27 @@ KS = [("kernel", "kernel"), ("slip", "slipstream")]
 # the CPU, which caps what a faster server alone can show.
 K3 = [("kernel", "kernel"), ("slip", "slipstream server"), ("both", "slipstream both ends")]
 
+# nginx beside many idle keep-alive connections (as servers carry): opened from a by a kernel
+# process in every configuration, they wait in nginx's epoll set while wrk runs.
+IDLE = 3000
+IDLE_HOLDER = r"""
+import resource, socket, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = [socket.create_connection((addr, port), timeout=10) for _ in range(n)]
+print("open", len(held), flush=True)
+sys.stdin.read()
+"""
+
 
 def run_nginx(apps, out, plots):
     secs = 2 if apps.quick else 5
     res = alternate([c for c, _ in K3], lambda c: apps.nginx(c, secs), "nginx")
     rows = []
     for sub, what in (("ka16", "keep-alive 16 conns"), ("ka64", "keep-alive 64 conns"),
-                      ("ka256", "keep-alive 256 conns"), ("close", "Connection: close, 16 conns")):
+                      ("ka256", "keep-alive 256 conns"),
+                      ("idle", f"keep-alive 16 conns beside {IDLE:,} idle"),
+                      ("close", "Connection: close, 16 conns")):
         s = split(res, sub)
         plots.setdefault("nginx", {})[sub] = s
         rows += [(f"{what}: req/s", s, "rps", True, 0),
@@ -497,11 +529,13 @@ def run_nginx(apps, out, plots):
                  (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4),
                  (f"{what}: all CPUs s/1000 req", s, "all_per_k", False, 4)]
     out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)", K3, rows, base="kernel"))
-    errs = sorted({r["errors"] for runs in (split(res, x) for x in ("ka16", "ka64", "ka256", "close"))
+    errs = sorted({r["errors"] for runs in (split(res, x) for x in ("ka16", "ka64", "ka256", "idle", "close"))
                    for rr in runs.values() for r in rr if isinstance(r, dict) and r.get("errors")})
     out.append(f"- `wrk -t1 -cN -d{secs}s --latency [-H 'Connection: close'] "
                f"http://198.18.0.2:PORT/1k.bin` against `nginx -c bench/apps/nginx.conf.in` "
-               f"(filled in), or `slipstream run --iface veth0 -- nginx -c ...` (both ends: wrk too)." +
+               f"(filled in), or `slipstream run --iface veth0 -- nginx -c ...` (both ends: wrk too). "
+               f"Idle: {IDLE:,} keep-alive connections opened first by a kernel Python process in a "
+               f"and held while wrk runs." +
                (f" wrk socket errors seen: {'; '.join(errs)}." if errs else "") + "\n")
 
 

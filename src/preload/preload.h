@@ -29,6 +29,7 @@ struct uepoll_ent {
      * and whether it was ready. Unset after EPOLL_CTL_ADD/MOD. */
     bool looked, was_ready;
     uint32_t gen_look;
+    int sock_look;              /* the TCP socket it was then */
 };
 
 /* User-space part of an epoll set: the accelerated fds in it (the kernel set holds the rest). */

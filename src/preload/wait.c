@@ -711,12 +711,11 @@ void preload_ready_epoch_bump(void)
  * it fires only on news). A server with thousands of idle connections then pays a load per
  * entry, not a readiness computation (nginx keep-alive with 3,000 idle connections: 20 % of its
  * core went to this scan). Every 100 ms (SLIP_EPOLL_ALL_MS) every entry is looked at anyway. */
-static bool skip_unchanged(struct uepoll_ent *x, const struct pfd *p, bool all, uint32_t *gen)
+static bool skip_unchanged(const struct uepoll_ent *x, const uint32_t *evgen, bool all)
 {
-    if (p->kind != PFD_TCP)
-        return false;
-    *gen = slip_sock__evgen(g_pre.stack, true, p->sock);
-    return !all && x->looked && *gen == x->gen_look && (!x->was_ready || (x->events & EPOLLET));
+    return !all && x->looked &&
+           __atomic_load_n(&evgen[x->sock_look], __ATOMIC_RELAXED) == x->gen_look &&
+           (!x->was_ready || (x->events & EPOLLET));
 }
 
 static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
@@ -729,16 +728,21 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
         ep->epoch_seen = epoch;
         ep->all_ms = now;
     }
+    /* The sockets' event generations, in the stack's shared memory: one load per entry. An
+     * entry's fd cannot name another socket while it is in the set (close and dup2 take it out
+     * or detach it), so the socket looked at last time is the one it names now. */
+    const uint32_t *evgen = slip_sock__tcp_evgen_word(g_pre.stack, 0);
     for (int i = 0; i < ep->n && n < max; i++) {
         struct uepoll_ent *x = &ep->ents[i];
+        if (x->disabled || skip_unchanged(x, evgen, all))
+            continue;
         struct pfd tmp, *p = ent_pfd(x, &tmp);
-        if (x->disabled || !p)
+        if (!p)
             continue;
-        uint32_t gen_now = 0;
-        if (skip_unchanged(x, p, all, &gen_now))
-            continue;
+        uint32_t gen_now = p->kind == PFD_TCP ? __atomic_load_n(&evgen[p->sock], __ATOMIC_RELAXED) : 0;
         unsigned bits = ent_poll(p, 0) & (x->events | EPOLLERR | EPOLLHUP);
         x->looked = p->kind == PFD_TCP;
+        x->sock_look = p->sock;
         x->gen_look = gen_now;
         x->was_ready = bits != 0;
         if (x->events & EPOLLET) {
