@@ -9,12 +9,10 @@ import socket
 import sys
 import time
 
+from listening import listen
+
 port, count, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", port))
-l.listen(1024)
-print("listening", flush=True)
+l = listen(port, 1024)
 conns = {}
 while len(conns) < count:
     c, _ = l.accept()

@@ -2,15 +2,12 @@
 none must still block in epoll_wait. Accepts one connection, registers it, polls once, unregisters
 it, lets the peer send more, then counts how often poll(0.5 s) returns in 2 s (kernel: 4 times)."""
 import select
-import socket
 import sys
 import time
 
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", int(sys.argv[1])))
-l.listen(8)
-print("listening", flush=True)
+from listening import listen
+
+l = listen(int(sys.argv[1]))
 c, _ = l.accept()
 ep = select.epoll()
 ep.register(c.fileno(), select.EPOLLIN)

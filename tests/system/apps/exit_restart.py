@@ -4,14 +4,11 @@ buffer towards a peer that does not read, prints "exiting" and exits: the data l
 the stack delivering for a while after exit (SLIP_EXIT_LINGER_MS), as the kernel keeps an
 orphaned connection. Its port must be free for the next server meanwhile."""
 import os
-import socket
 import sys
 
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", int(sys.argv[1])))
-l.listen(8)
-print("listening", flush=True)
+from listening import listen
+
+l = listen(int(sys.argv[1]))
 c, _ = l.accept()
 c.setblocking(False)
 sent = 0

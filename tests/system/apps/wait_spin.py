@@ -6,10 +6,11 @@ import json
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
+
+from listening import listen
 
 
 class Interrupted(Exception):
@@ -29,11 +30,7 @@ def timed(fn):
     return out, round(time.monotonic() - w0, 4), round(time.thread_time() - c0, 4)
 
 
-l = socket.socket()
-l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("0.0.0.0", int(sys.argv[1])))
-l.listen(8)
-print("listening", flush=True)
+l = listen(int(sys.argv[1]))
 c, _ = l.accept()
 rfd, wfd = os.pipe()
 if sys.argv[2] == "poll":
