@@ -790,7 +790,7 @@ static bool tcp_res_done(struct slip_stack *s, unsigned i)
 /* Lock held. A pending connection's resources go when the engine frees its slot: only the
  * slots freed since the last reap are looked at (every slot when more than the engine's ring
  * holds were freed since). Every poll runs this; scanning the whole table there cost a client
- * making new connections 6 % of its core (the slots of its LAST_ACK connections are anywhere). */
+ * making new connections 5 % of its core (the slots of its LAST_ACK connections are anywhere). */
 static void tcp_res_reap(struct slip_stack *s)
 {
     uint32_t seq = s->tcp->freed_seq, seen = s->shm->tres_seen;

@@ -198,16 +198,17 @@ static void conn_reset_fields(struct tcp_conn *c)
         c->timer[k] = SLIP_TIME_NEVER;
 }
 
-/* Table full: the TIME_WAIT connections closest to expiry give their slots (Linux likewise bounds
- * TIME_WAIT sockets with tcp_max_tw_buckets). One scan frees the oldest eighth of them at once
- * (by 2MSL deadline), so a server closing first at a high rate pays the table scan once per
- * batch of new connections, not once per connection. */
+/* Every slot freed goes on the ring of the last TCP_FREED_RING (see struct tcp_shared). */
 static void note_freed(struct tcp_shared *sh, slip_idx_t i)
 {
     sh->freed[sh->freed_seq % TCP_FREED_RING] = i;
     sh->freed_seq++;
 }
 
+/* Table full: the TIME_WAIT connections closest to expiry give their slots (Linux likewise bounds
+ * TIME_WAIT sockets with tcp_max_tw_buckets). One scan frees the oldest eighth of them at once
+ * (by 2MSL deadline), so a server closing first at a high rate pays the table scan once per
+ * batch of new connections, not once per connection. */
 static void recycle_one(struct tcp_shared *sh, struct tcp_conn *c)
 {
     sh->c.tw_recycled++;

@@ -108,6 +108,37 @@ TEST(test_reuseport_second_listener_needs_reuseport_on_all)
     rp_fini(&r);
 }
 
+/* Every freed slot is on the engine's ring of the last TCP_FREED_RING, in order (the stack
+ * releases a closed connection's port and steering claim from it). */
+TEST(test_freed_slots_ring)
+{
+    struct rp r;
+    rp_init(&r);
+    uint32_t seq0 = r.sh->freed_seq;
+    int a, b;
+    CHECK(listener(&r, 0, true, &a), ==, 0);
+    CHECK(listener(&r, 0, true, &b), ==, 0);
+    CHECK(r.sh->freed_seq, ==, seq0);
+    tcp_conn__close(r.env, r.sh, (slip_idx_t)b);
+    tcp_conn__close(r.env, r.sh, (slip_idx_t)a);
+    CHECK(r.sh->freed_seq, ==, seq0 + 2);
+    CHECK(tcp__freed_slot(r.sh, seq0), ==, (slip_idx_t)b);
+    CHECK(tcp__freed_slot(r.sh, seq0 + 1), ==, (slip_idx_t)a);
+    /* More than the ring holds: the newest are there. */
+    int x = -1, y = -1;
+    for (int i = 0; i < TCP_FREED_RING + 10; i++) {
+        CHECK(listener(&r, 0, true, &x), ==, 0);
+        CHECK(listener(&r, 0, true, &y), ==, 0);
+        tcp_conn__close(r.env, r.sh, (slip_idx_t)x);
+        tcp_conn__close(r.env, r.sh, (slip_idx_t)y);
+    }
+    CHECK(r.sh->freed_seq, ==, seq0 + 2 + 2 * (TCP_FREED_RING + 10));
+    CHECK(tcp__freed_slot(r.sh, r.sh->freed_seq - 2), ==, (slip_idx_t)x);
+    CHECK(tcp__freed_slot(r.sh, r.sh->freed_seq - 1), ==, (slip_idx_t)y);
+    CHECK(r.sh->nused, ==, 0);
+    rp_fini(&r);
+}
+
 /* Many SYNs from different source ports: every one gets a child, both listeners get some, and
  * each child's listener is the one tcp__lookup_listener names for its 4-tuple. */
 TEST(test_reuseport_syns_spread_over_group)
