@@ -85,6 +85,8 @@ struct slip_shm {
     struct tcp_res tres[SLIP_TCP_MAX_CONNS];
     uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
     uint32_t tres_seen;         /* the engine's freed_seq the last reap looked at */
+    uint16_t cork[SLIP_TCP_MAX_CONNS];  /* connections with a send held for the next kick */
+    uint32_t ncork;
     int32_t udp_kfd[UDP_MAX_SOCKS];   /* kernel socket reserving each UDP socket's port */
     /* What another process needs to attach (exec'd images): the configuration's numbers and
      * the interfaces with their queue counts. */
@@ -810,6 +812,14 @@ static void tcp_res_reap(struct slip_stack *s)
     }
 }
 
+/* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
+static void uncork_all(struct slip_stack *s)
+{
+    for (uint32_t k = 0; k < s->shm->ncork; k++)
+        tcp_conn__uncork(&s->env, s->tcp, s->shm->cork[k]);
+    s->shm->ncork = 0;
+}
+
 /* Lock held. */
 static slip_time_t poll_locked(struct slip_stack *s)
 {
@@ -823,9 +833,11 @@ static slip_time_t poll_locked(struct slip_stack *s)
     /* Frames a deferring thread left on the TX rings go first: on veth the peer's answer (an
      * ACK, a RST) comes back inside the kick, and this poll then sees it, as the kernel's socket
      * would have by the time its send() returned. */
+    bool corked = s->shm->ncork != 0;  /* their segments are built now, not yet on a ring */
+    uncork_all(s);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            if (xsk_port__tx_queued(s->ifs[i].ports[q])) {
+            if (corked || xsk_port__tx_queued(s->ifs[i].ports[q])) {
                 ip_output__flush(&s->env);
                 i = s->nifs;
                 break;
@@ -873,6 +885,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
             next = SLIP_MIN(next, s->fault.held[i].until);
     }
     next = SLIP_MIN(next, ip_reass__expire(&s->env));
+    uncork_all(s);
     ip_output__flush(&s->env);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
@@ -994,21 +1007,29 @@ void slip_stack__tx_defer(struct slip_stack *s, bool on)
     t_tx_defer = on;
 }
 
+/* Lock held: this thread's frames may wait for the next poll's kick (it handles events a wait
+ * returned, and this process's progress thread is due soon). */
+static bool tx_deferring(struct slip_stack *s)
+{
+    if (!t_tx_defer)
+        return false;
+    slip_time_t now = s->env.now;
+    __atomic_store_n(&g_defer_wanted, now, __ATOMIC_RELAXED);
+    /* nobody due soon: kick now (the progress thread sees g_defer_wanted and shortens its
+     * sleeps) */
+    return __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE) == g_pid &&
+           __atomic_load_n(&g_progress_due, __ATOMIC_ACQUIRE) <= now + TX_DEFER_BOUND;
+}
+
 /* Lock held, after a send, receive or close: kick now, or leave the frames for the next poll. */
 static void tx_done(struct slip_stack *s)
 {
-    if (!t_tx_defer) {
-        ip_output__flush(&s->env);
+    if (tx_deferring(s)) {
+        ip_output__push(&s->env, TX_DEFER_KICK_AT);
         return;
     }
-    slip_time_t now = s->env.now;
-    __atomic_store_n(&g_defer_wanted, now, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE) != g_pid ||
-        __atomic_load_n(&g_progress_due, __ATOMIC_ACQUIRE) > now + TX_DEFER_BOUND)
-        ip_output__flush(&s->env);      /* nobody due soon: kick now (the progress thread
-                                         * sees g_defer_wanted and shortens its sleeps) */
-    else
-        ip_output__push(&s->env, TX_DEFER_KICK_AT);
+    uncork_all(s);
+    ip_output__flush(&s->env);
 }
 
 static void progress_due(slip_time_t at)
@@ -1025,13 +1046,14 @@ static bool defer_hot(slip_time_t now)
 /* Progress thread: kicks frames that deferring threads left on the TX rings. */
 static void tx_kick_left(struct slip_stack *s)
 {
-    bool any = false;
+    bool any = __atomic_load_n(&s->shm->ncork, __ATOMIC_RELAXED) != 0;
     for (unsigned i = 0; i < s->nifs && !any; i++)
         for (unsigned q = 0; q < s->ifs[i].nq && !any; q++)
             any = xsk_port__tx_queued(s->ifs[i].ports[q]) != 0;
     if (!any || !slip_lock__try(&s->shm->lock))
         return;     /* the lock holder kicks, or leaves them for our next round */
     stack_locked_by_us(s);
+    uncork_all(s);
     ip_output__flush(&s->env);
     stack_unlock(s);
 }
@@ -1875,7 +1897,16 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
     stack_lock(s);
     env_refresh(s, now_ns());
-    ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1, more ? TCP_SEND_MORE : 0);
+    /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
+     * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
+    bool cork = tx_deferring(s);
+    if (s->shm->ncork == SLIP_TCP_MAX_CONNS)
+        uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
+    bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
+    ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
+                                (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
+    if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
+        s->shm->cork[s->shm->ncork++] = (uint16_t)sock;
     tx_done(s);
     stack_unlock(s);
     return rc;

@@ -76,6 +76,7 @@
 #define TCPF_LOSS        0x04000000u   /* SACK connection recovering from an RTO (Linux "Loss") */
 #define TCPF_REUSEPORT   0x08000000u   /* SO_REUSEPORT: may share (laddr, lport) with other listeners */
 #define TCPF_OPEN_FAILED 0x10000000u   /* dropped in SYN_SENT: connect() may be tried again (Linux) */
+#define TCPF_AUTOCORK    0x20000000u   /* the last send's partial tail waits for tcp_conn__uncork */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */
@@ -86,6 +87,10 @@
 
 /* Flags of tcp_conn__send / tcp_conn__recv. */
 #define TCP_SEND_MORE 0x1     /* MSG_MORE */
+#define TCP_SEND_AUTOCORK 0x2 /* hold a partial last segment until tcp_conn__uncork: the caller's
+                               * frames wait for a later TX kick anyway, so sends made before it
+                               * leave in full segments (Linux's autocorking, for the same reason:
+                               * the previous packet has not left the host yet) */
 #define TCP_RECV_PEEK 0x1     /* MSG_PEEK */
 
 struct tcp_sack_block {
@@ -288,9 +293,11 @@ int tcp_conn__accept(struct tcp_shared *sh, slip_idx_t listener);
 /* Copies application bytes into send buffers and transmits what the window, Nagle and cork
  * allow. Returns bytes accepted (possibly fewer than asked), -EAGAIN (buffer full),
  * -EPIPE (shut down for writing or closed; the stack raises SIGPIPE), -ENOTCONN, or the pending
- * so_error. flags: TCP_SEND_MORE. */
+ * so_error. flags: TCP_SEND_MORE, TCP_SEND_AUTOCORK. */
 ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const struct iovec *iov,
                        int iovcnt, unsigned flags);
+/* Sends what TCP_SEND_AUTOCORK held back (a no-op without it). */
+void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c);
 /* Copies received bytes; returns bytes, 0 at end of stream, -EAGAIN, -ENOTCONN, or the pending
  * so_error (-ECONNRESET...). May send a window update. flags: TCP_RECV_PEEK. */
 ssize_t tcp_conn__recv(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, void *buf, size_t len,

@@ -686,8 +686,21 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         c->flags |= TCPF_MORE;
     else
         c->flags &= ~TCPF_MORE;
+    if (flags & TCP_SEND_AUTOCORK)
+        c->flags |= TCPF_AUTOCORK;
+    else
+        c->flags &= ~TCPF_AUTOCORK;     /* a send that does not wait pushes what waited */
     tcp_output(env, sh, c);
     return (ssize_t)done;
+}
+
+void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
+{
+    struct tcp_conn *c = &sh->conns[i];
+    if (!(c->flags & TCPF_AUTOCORK))
+        return;
+    c->flags &= ~TCPF_AUTOCORK;
+    tcp_output(env, sh, c);
 }
 
 /* Drops n bytes from the front of rcvq, freeing emptied buffers. */

@@ -288,11 +288,11 @@ static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
  * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
 static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
 {
-    if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE))) {
+    if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK))) {
         if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
             return true;
     }
-    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE)))
+    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK)))
         return true;
     return false;
 }

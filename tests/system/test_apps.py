@@ -340,6 +340,62 @@ def test_nginx_daemon_wrk_and_new_connections(nginx_b, www):
     assert "[alert]" not in read(os.path.join(nd, "error.log"))
 
 
+TWO_WRITE_CHECKER = r"""
+import socket, sys, time
+addr, port, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.create_connection((addr, port))
+f = s.makefile("rb")
+n, end = 0, time.monotonic() + secs
+while time.monotonic() < end:
+    path = b"/check-%d" % n
+    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        head += f.readline()
+    body = f.read(600)
+    assert head.startswith(b"HTTP/1.1 200 OK") and body == (path * (600 // len(path) + 1))[:600], (n, head, body)
+    n += 1
+print("checked", n)
+"""
+
+
+def stack_counter(host, exe, name):
+    r = host.run([str(exe), "stat", "--iface", "veth0"], timeout=30)
+    m = re.search(rf"^{re.escape(name)} (\d+)$", r.stdout, re.M)
+    assert m, r.stdout + r.stderr
+    return int(m.group(1))
+
+
+def test_autocork_two_writes_leave_in_one_segment(testbed, slip):
+    """A server answering with two writes (headers, then body) from an event loop under load:
+    the first write's partial segment waits for the kick its frames wait for anyway, so each
+    answer leaves in one segment (about one frame per request, not two), and every answer a
+    checking client reads meanwhile is whole and in order."""
+    need("wrk")
+    a, b = testbed.host("a"), testbed.host("b")
+    srv = b.popen(slip([PY, os.path.join(APPS, "two_write_http.py"), "9500"]),
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "listening"
+        frames0 = stack_counter(b, slip.exe, "ip.tx_frames")
+        chk = a.popen([PY, "-c", TWO_WRITE_CHECKER, B_ADDR, "9500", "3"], stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True)
+        w = a.run(["wrk", "-t1", "-c16", "-d3s", f"http://{B_ADDR}:9500/x"], timeout=60)
+        cout, cerr = chk.communicate(timeout=60)
+        frames = stack_counter(b, slip.exe, "ip.tx_frames") - frames0
+    finally:
+        srv.kill()
+        srv.communicate(timeout=30)
+    print(w.stdout, cout, cerr)
+    assert w.returncode == 0 and "Non-2xx" not in w.stdout and "Socket errors" not in w.stdout, w.stdout
+    assert chk.returncode == 0 and cout.startswith("checked"), cerr
+    m = re.search(r"(\d+) requests in", w.stdout)
+    reqs = int(m.group(1)) + int(cout.split()[1])
+    print(f"{frames} frames sent for {reqs} answers: {frames / reqs:.2f} per answer")
+    assert reqs > 1000, reqs
+    assert frames / reqs < 1.5, (frames, reqs)
+
+
 # ---------------------------------------------------------------------------------------------
 # curl as the accelerated client
 
