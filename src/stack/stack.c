@@ -36,7 +36,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 5
+#define SLIP_SHM_VERSION 6
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
@@ -1015,8 +1015,8 @@ static bool tx_deferring(struct slip_stack *s)
         return false;
     slip_time_t now = s->env.now;
     __atomic_store_n(&g_defer_wanted, now, __ATOMIC_RELAXED);
-    /* nobody due soon: kick now (the progress thread sees g_defer_wanted and shortens its
-     * sleeps) */
+    /* Only while the progress thread is due soon; otherwise the caller kicks now (and the
+     * progress thread, seeing g_defer_wanted, shortens its sleeps). */
     return __atomic_load_n(&g_progress_pid, __ATOMIC_ACQUIRE) == g_pid &&
            __atomic_load_n(&g_progress_due, __ATOMIC_ACQUIRE) <= now + TX_DEFER_BOUND;
 }
