@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "preload/calls.h"
 
@@ -150,6 +151,16 @@ void preload_poller_leave(void);
 /* This process changed something that can make a socket more ready without an event of the
  * stack (a socket option): epoll_wait looks at every entry next time (wait.c). */
 void preload_ready_epoch_bump(void);
+/* SLIP_SPIN_USEC: a wait that found nothing looks again, without sleeping, until this long
+ * after it first found nothing (*since, 0 before); false at once without it (wait.c). */
+bool preload_spin_more(uint64_t *since);
+
+static inline uint64_t preload_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 /* pthread_cleanup_push handler: leaves the poller's place if *(bool *)poller (a cancelled
  * thread must not keep it). */
 void preload_poller_cleanup(void *poller);

@@ -97,13 +97,6 @@ unsigned pfd_poll(struct pfd *p)
     return 0;
 }
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Linux restarts a blocking socket call without a timeout (SO_RCVTIMEO/SO_SNDTIMEO) that a
  * signal handler interrupted when the handler was installed with SA_RESTART; with a timeout, or
  * without SA_RESTART, the call fails with EINTR (signal.c tells which kind of handler ran). */
@@ -266,7 +259,7 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
     const uint8_t kind = p->kind;
     const int sock = p->sock;
     const bool may_futex = kind == PFD_TCP && extra_fd < 0;
-    uint64_t start = mono_us();
+    uint64_t start = preload_mono_us(), spun = 0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
     int rc = 0;
     for (;;) {
@@ -277,13 +270,13 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
         slip_stack__poll(s);
         if (pfd_poll(p) & (want | EPOLLERR | EPOLLHUP))
             break;
-        uint64_t now = mono_us();
+        uint64_t now = preload_mono_us();
         if (now >= end) {
             rc = -EAGAIN;
             break;
         }
         /* Spin first when asked (latency profile), then sleep in the kernel. */
-        if (g_pre.spin_usec > 0 && now - start < (uint64_t)g_pre.spin_usec)
+        if (preload_spin_more(&spun))
             continue;
         int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
         if (may_futex && !*poller && preload_futex_usable()) {

@@ -30,21 +30,13 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/* SLIP_SPIN_USEC: a wait that found nothing looks again, without sleeping, until this long
- * after it first found nothing (*since, 0 before). Spinning costs the core and saves the
- * sleep and the wakeup (on a VM an interrupt to another core for every wakeup). */
-static bool spin_more(uint64_t *since)
+/* Spinning costs the core and saves the sleep and the wakeup (on a VM an interrupt to another
+ * core for every wakeup). */
+bool preload_spin_more(uint64_t *since)
 {
     if (g_pre.spin_usec <= 0)
         return false;
-    uint64_t now = mono_us();
+    uint64_t now = preload_mono_us();
     if (!*since)
         *since = now;
     return now - *since < (uint64_t)g_pre.spin_usec;
@@ -176,7 +168,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
         for (int w = 0; w < nw; w++)
             k[nk + (nfds_t)w] = (struct pollfd){ .fd = wake[w], .events = POLLIN };
         int left = ready ? 0 : remaining(end);
-        bool spinning = !ready && left != 0 && spin_more(&spun);
+        bool spinning = !ready && left != 0 && preload_spin_more(&spun);
         if (spinning) {
             if (preload_signal_restart()) {     /* a handler ran: poll is never restarted */
                 slip_stack__sleepers(s, -1);
@@ -739,7 +731,9 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
         struct pfd tmp, *p = ent_pfd(x, &tmp);
         if (!p)
             continue;
-        uint32_t gen_now = p->kind == PFD_TCP ? __atomic_load_n(&evgen[p->sock], __ATOMIC_RELAXED) : 0;
+        /* read before the readiness: an event after it shows as a new generation next time */
+        uint32_t gen_now = (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                               ? slip_sock__evgen(g_pre.stack, p->kind == PFD_TCP, p->sock) : 0;
         unsigned bits = ent_poll(p, 0) & (x->events | EPOLLERR | EPOLLHUP);
         x->looked = p->kind == PFD_TCP;
         x->sock_look = p->sock;
@@ -748,13 +742,11 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
         if (x->events & EPOLLET) {
             /* Edge-triggered: report a bit that was not set when we last looked, or any ready bit
              * after a new event on the socket (more data, more space, a state change). */
-            uint32_t gen = (p->kind == PFD_TCP || p->kind == PFD_UDP)
-                               ? slip_sock__evgen(g_pre.stack, p->kind == PFD_TCP, p->sock) : 0;
-            bool fire = (bits & ~x->bits_seen) || (bits && gen != x->gen_seen);
+            bool fire = (bits & ~x->bits_seen) || (bits && gen_now != x->gen_seen);
             x->bits_seen = bits;
             if (!fire)
                 continue;
-            x->gen_seen = gen;
+            x->gen_seen = gen_now;
         }
         if (!bits)
             continue;
@@ -811,7 +803,7 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             return n;
         }
         int left = remaining(end);
-        if (left != 0 && spin_more(&spun)) {
+        if (left != 0 && preload_spin_more(&spun)) {
             if (accept_only)
                 slip_stack__accept_sleepers(s, -1);
             else
