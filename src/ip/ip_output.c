@@ -69,7 +69,7 @@ static void txq_push(struct ip_env *env, struct ip_txq *q, bool kick)
         unsigned more = xsk_port__tx_burst(q->port, f + sent, q->n - sent);
         for (unsigned i = sent + more; i < q->n; i++) {
             env->sh->c.tx_port_full++;
-            xsk_frame_pool__put(env->pool->frames, f[i].addr);
+            xsk_frame_pool__put(env->pool->frames, env->pool->nframes, f[i].addr);
         }
         sent += more;
     }

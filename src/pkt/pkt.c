@@ -12,30 +12,32 @@ static void meta_reset(struct pkt_meta *m)
 
 slip_idx_t pkt__alloc(struct pkt_pool *p)
 {
-    uint64_t a = xsk_frame_pool__get(p->frames);
+    uint64_t a = xsk_frame_pool__get(p->frames, p->nframes);
     if (a == UINT64_MAX)
         return SLIP_NIL;
-    slip_idx_t i = pkt__index(p, a);
-    meta_reset(&p->meta[i]);
-    p->meta[i].off = (uint16_t)p->headroom;
+    slip_idx_t i = pkt__bound(p, pkt__index(p, a));
+    struct pkt_meta *m = pkt__meta(p, i);
+    meta_reset(m);
+    m->off = (uint16_t)p->headroom;
     return i;
 }
 
 slip_idx_t pkt__adopt(struct pkt_pool *p, uint64_t addr, uint32_t len)
 {
-    slip_idx_t i = pkt__index(p, addr);
-    meta_reset(&p->meta[i]);
-    p->meta[i].off = (uint16_t)(addr - pkt__addr(p, i));
-    p->meta[i].len = (uint16_t)len;
-    p->meta[i].total = len;
+    slip_idx_t i = pkt__bound(p, pkt__index(p, addr));
+    struct pkt_meta *m = pkt__meta(p, i);
+    meta_reset(m);
+    m->off = (uint16_t)(addr - pkt__addr(p, i));
+    m->len = (uint16_t)len;
+    m->total = len;
     return i;
 }
 
 void pkt__free_chain(struct pkt_pool *p, slip_idx_t i)
 {
     while (i != SLIP_NIL) {
-        slip_idx_t n = p->meta[i].chain;
-        xsk_frame_pool__put(p->frames, pkt__addr(p, i));
+        slip_idx_t n = pkt__meta(p, i)->chain;
+        xsk_frame_pool__put(p->frames, p->nframes, pkt__addr(p, pkt__bound(p, i)));
         i = n;
     }
 }
@@ -43,16 +45,16 @@ void pkt__free_chain(struct pkt_pool *p, slip_idx_t i)
 uint32_t pkt__chain_len(const struct pkt_pool *p, slip_idx_t i)
 {
     uint32_t n = 0;
-    for (; i != SLIP_NIL; i = p->meta[i].chain)
-        n += p->meta[i].len;
+    for (; i != SLIP_NIL; i = pkt__meta(p, i)->chain)
+        n += pkt__meta(p, i)->len;
     return n;
 }
 
 size_t pkt__chain_copy(const struct pkt_pool *p, slip_idx_t i, size_t skip, void *dst, size_t len)
 {
     size_t done = 0;
-    for (; i != SLIP_NIL && done < len; i = p->meta[i].chain) {
-        size_t blen = p->meta[i].len;
+    for (; i != SLIP_NIL && done < len; i = pkt__meta(p, i)->chain) {
+        size_t blen = pkt__meta(p, i)->len;
         if (skip >= blen) {
             skip -= blen;
             continue;
@@ -73,11 +75,11 @@ void pkt_queue__init(struct pkt_queue *q)
 
 void pkt_queue__push(struct pkt_pool *p, struct pkt_queue *q, slip_idx_t i, uint32_t bytes)
 {
-    p->meta[i].next = SLIP_NIL;
+    pkt__meta(p, i)->next = SLIP_NIL;
     if (q->tail == SLIP_NIL)
         q->head = i;
     else
-        p->meta[q->tail].next = i;
+        pkt__meta(p, q->tail)->next = i;
     q->tail = i;
     q->count++;
     q->bytes += bytes;
@@ -88,10 +90,10 @@ slip_idx_t pkt_queue__pop(struct pkt_pool *p, struct pkt_queue *q, uint32_t byte
     slip_idx_t i = q->head;
     if (i == SLIP_NIL)
         return SLIP_NIL;
-    q->head = p->meta[i].next;
+    q->head = pkt__meta(p, i)->next;
     if (q->head == SLIP_NIL)
         q->tail = SLIP_NIL;
-    p->meta[i].next = SLIP_NIL;
+    pkt__meta(p, i)->next = SLIP_NIL;
     q->count--;
     q->bytes -= bytes;
     return i;
@@ -101,7 +103,7 @@ void pkt_queue__purge(struct pkt_pool *p, struct pkt_queue *q)
 {
     slip_idx_t i = q->head;
     while (i != SLIP_NIL) {
-        slip_idx_t n = p->meta[i].next;
+        slip_idx_t n = pkt__meta(p, i)->next;
         pkt__free_chain(p, i);
         i = n;
     }

@@ -46,19 +46,31 @@ static inline uint64_t pkt__addr(const struct pkt_pool *p, slip_idx_t i)
     return (uint64_t)i * p->frame_size;
 }
 
+/* Buffer indices live in shared memory (queues, chains), which every process of the stack can
+ * write, some of them less privileged than others: an index past the pool (whose size is this
+ * process's own copy) is turned into frame 0, so a corrupted queue garbles packets inside the
+ * arena instead of reaching outside it. One compare on the way to every record. */
+static inline slip_idx_t pkt__bound(const struct pkt_pool *p, slip_idx_t i)
+{
+    return SLIP_LIKELY(i < p->nframes) ? i : 0;
+}
+
 static inline struct pkt_meta *pkt__meta(const struct pkt_pool *p, slip_idx_t i)
 {
-    return &p->meta[i];
+    return &p->meta[pkt__bound(p, i)];
 }
 
 static inline uint8_t *pkt__frame(const struct pkt_pool *p, slip_idx_t i)
 {
-    return p->umem + (uint64_t)i * p->frame_size;
+    return p->umem + (uint64_t)pkt__bound(p, i) * p->frame_size;
 }
 
+/* off is a 16-bit field: even unchecked it stays inside the arena (the frame pool and records
+ * follow the UMEM), but a start past the frame is nonsense: read from the frame's start. */
 static inline uint8_t *pkt__data(const struct pkt_pool *p, slip_idx_t i)
 {
-    return pkt__frame(p, i) + p->meta[i].off;
+    uint16_t off = pkt__meta(p, i)->off;
+    return pkt__frame(p, i) + (off < p->frame_size ? off : 0);
 }
 
 /* Bytes a frame can hold after the headroom. */

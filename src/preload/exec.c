@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "preload/preload.h"
+#include "stack/kfd.h"
 #include "stack/stack.h"
 
 extern char **environ;
@@ -65,12 +66,12 @@ int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, i
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    char **nenv = calloc(n + 3, sizeof(char *));
+    char **nenv = calloc(n + 4, sizeof(char *));
     if (!nenv)
         return -ENOMEM;
     size_t k = 0;
     for (char *const *e = envp; e && *e; e++)
-        if (strncmp(*e, "SLIP_ATTACH=", 12) && strncmp(*e, "SLIP_FDS=", 9))
+        if (strncmp(*e, "SLIP_ATTACH=", 12) && strncmp(*e, "SLIP_FDS=", 9) && strncmp(*e, "SLIP_KFDS=", 10))
             nenv[k++] = *e;
     snprintf(x->attach_var, sizeof(x->attach_var), "SLIP_ATTACH=%s", x->attach);
     nenv[k++] = x->attach_var;
@@ -83,6 +84,12 @@ int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, i
     free(x->fds);
     x->fds = f_var;             /* freed by exec_handoff__done */
     nenv[k++] = f_var;
+    char *kl = slip_kfd__export();
+    if (kl && (x->kfds = malloc(strlen(kl) + 16))) {
+        sprintf(x->kfds, "SLIP_KFDS=%s", kl);
+        nenv[k++] = x->kfds;
+    }
+    free(kl);
     nenv[k] = NULL;
     x->envp = nenv;
     return 0;
@@ -92,6 +99,7 @@ void exec_handoff__done(struct exec_handoff *x)
 {
     free(x->envp);
     free(x->fds);
+    free(x->kfds);
     free(x->touched);
     memset(x, 0, sizeof(*x));
 }
@@ -215,6 +223,8 @@ void preload_attach_inherited(void)
     const char *spec = getenv("SLIP_ATTACH");
     if (!spec || !*spec)
         return;
+    slip_kfd__import(getenv("SLIP_KFDS"));
+    unsetenv("SLIP_KFDS");
     char err[256] = "";
     struct slip_stack *s = NULL;
     int rc = slip_stack__attach(&s, spec, err, sizeof(err));
@@ -230,7 +240,8 @@ void preload_attach_inherited(void)
     char *copy = fds ? strdup(fds) : NULL;
     for (char *save = NULL, *t = copy ? strtok_r(copy, ";", &save) : NULL; t; t = strtok_r(NULL, ";", &save)) {
         int fd, kind, sock, nb, lis;
-        if (sscanf(t, "%d:%d:%d:%d:%d", &fd, &kind, &sock, &nb, &lis) != 5)
+        if (sscanf(t, "%d:%d:%d:%d:%d", &fd, &kind, &sock, &nb, &lis) != 5 || sock < 0 ||
+            (kind != PFD_TCP && kind != PFD_UDP))
             continue;
         struct pfd *p = pfd_new(fd);
         if (!p)

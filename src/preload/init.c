@@ -120,6 +120,16 @@ static void share_keep(struct slip_stack *s)
     struct timespec now;
     if (!g_share_name[0])
         return;
+    /* A process that is no longer the stack's user (a worker that dropped root after fork)
+     * neither keeps the name it inherited nor binds it again: it would serve its parent's
+     * stack to anyone of its new user. */
+    if (!slip_share__may_serve(s)) {
+        if (g_share_fd >= 0) {
+            close(g_share_fd);
+            g_share_fd = -1;
+        }
+        return;
+    }
     if (g_share_fd < 0) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec < next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec < next.tv_nsec))
@@ -318,6 +328,12 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
     int rc = -ENOENT;
     if (g_share_name[0])
         rc = slip_share__join(&g_pre.stack, g_share_name, err, errlen);
+    if (rc == -EACCES) {
+        /* Somebody else's process holds the name: say so, and run on a stack of our own if
+         * the interfaces are free (the name stays theirs, so nobody can join ours). */
+        slip_warn("%s", err);
+        rc = -ENOENT;
+    }
     if (rc != -ENOENT)
         return rc;
     rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);

@@ -116,6 +116,7 @@ struct exec_handoff {
     char attach[600];
     char attach_var[640];
     char *fds;                  /* "SLIP_FDS=..." */
+    char *kfds;                 /* "SLIP_KFDS=...": this process's port-reservation fds (kfd.h) */
     struct exec_ref *touched;   /* sockets whose reference count prep changed, by delta */
     int ntouched;
     int delta;

@@ -2,6 +2,7 @@
 #include "stack/arena.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,10 +11,12 @@ int slip_arena__create(struct slip_arena *a, const char *name, size_t size)
 {
     long page = sysconf(_SC_PAGESIZE);
     size = SLIP_ALIGN_UP(size, (size_t)page);
-    int fd = memfd_create(name, MFD_CLOEXEC);
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
-    if (ftruncate(fd, (off_t)size) < 0) {
+    /* Sealed at its size: a process that shares the stack cannot shrink it under another's
+     * mapping (whose next touch of the lost pages would be a SIGBUS) nor grow it. */
+    if (ftruncate(fd, (off_t)size) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         int e = errno;
         close(fd);
         return -e;
@@ -37,6 +40,9 @@ int slip_arena__attach(struct slip_arena *a, int memfd)
     struct stat st;
     if (fstat(memfd, &st) < 0)
         return -errno;
+    int seals = fcntl(memfd, F_GET_SEALS);
+    if (!S_ISREG(st.st_mode) || seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+        return -EINVAL;
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     if (p == MAP_FAILED)
         return -errno;

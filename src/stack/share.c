@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -51,20 +53,42 @@ int slip_share__listen(const char *name)
     return fd;
 }
 
+/* The user a stack belongs to: the owner of its memfd, set by the kernel when the creating
+ * process made it, and the same in every process that maps it, whatever their euid is now. */
+static int owner_uid(int memfd, uid_t *uid)
+{
+    struct stat st;
+    if (fstat(memfd, &st) < 0)
+        return -errno;
+    *uid = st.st_uid;
+    return 0;
+}
+
+bool slip_share__may_serve(struct slip_stack *s)
+{
+    int fd;
+    uid_t owner, me = geteuid();
+    if (slip_stack__export_fds(s, &fd, 1) != 1 || owner_uid(fd, &owner) < 0)
+        return false;
+    return me == owner || me == 0;
+}
+
 static void serve_one(struct slip_stack *s, int c)
 {
     struct ucred cr;
     socklen_t cl = sizeof(cr);
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
         return;
-    /* The stack is this user's memory and packets: only the same user, or root, may join. */
-    if (cr.uid != 0 && cr.uid != geteuid())
+    int fds[SHARE_MAX_FDS];
+    int n = slip_stack__export_fds(s, fds, SHARE_MAX_FDS);
+    uid_t owner = (uid_t)-1;
+    /* The stack is its creator's memory and packets: only that user, or root, may join, whoever
+     * serves it now (a worker that dropped to another user never serves: slip_share__may_serve). */
+    if (n < 1 || owner_uid(fds[0], &owner) < 0 || (cr.uid != 0 && cr.uid != owner))
         return;
     char spec[SHARE_SPEC_MAX];
-    int fds[SHARE_MAX_FDS];
     if (slip_stack__describe_for_peer(s, cr.pid, spec, sizeof(spec)) < 0)
         return;
-    int n = slip_stack__export_fds(s, fds, SHARE_MAX_FDS);
     union {
         char buf[CMSG_SPACE(sizeof(int) * SHARE_MAX_FDS)];
         struct cmsghdr align;
@@ -119,6 +143,41 @@ static int renumber(const char *spec, const int *fds, int nfds, char *out, size_
     return k == nfds ? 0 : -EPROTO;
 }
 
+/* What the server handed over must be what a stack is made of before we map or use any of it:
+ * first a sealed memfd (it cannot shrink under us: a SIGBUS) owned by root or by us, then BPF
+ * objects and AF_XDP sockets (the attach checks the maps' types and the rings' sizes). */
+static int check_fds(const int *fds, int nfds, uid_t me, const char *name, char *err, size_t errlen)
+{
+    struct stat st;
+    char layout[128];
+    int seals = nfds > 0 ? fcntl(fds[0], F_GET_SEALS) : -1;
+    const char *why = NULL;
+    if (nfds < 1 || fstat(fds[0], &st) < 0 || !S_ISREG(st.st_mode))
+        why = "its first fd is not a memory file";
+    else if (st.st_uid != 0 && st.st_uid != me)
+        why = "its memory belongs to another user";
+    else if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+        why = "its memory is not sealed against resizing";
+    else if ((why = slip_stack__memory_bad(fds[0])) != NULL)
+        snprintf(layout, sizeof(layout), "its memory is inconsistent: %s", why), why = layout;
+    for (int i = 1; i < nfds && !why; i++) {
+        int dom = 0;
+        socklen_t dl = sizeof(dom);
+        if (fstat(fds[i], &st) < 0)
+            why = "a fd is not open";
+        else if (S_ISSOCK(st.st_mode) && (getsockopt(fds[i], SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || dom != AF_XDP))
+            why = "a socket is not an AF_XDP socket";
+        else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISBLK(st.st_mode) ||
+                 S_ISCHR(st.st_mode))
+            why = "a fd is neither a BPF object nor an AF_XDP socket";
+    }
+    if (!why)
+        return 0;
+    snprintf(err, errlen, "the process serving %s handed over something that is not a stack (%s): not joining it",
+             name, why);
+    return -EACCES;
+}
+
 int slip_share__join(struct slip_stack **out, const char *name, char *err, size_t errlen)
 {
     struct sockaddr_un sa;
@@ -129,6 +188,18 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
     if (connect(fd, (struct sockaddr *)&sa, sl) < 0) {
         close(fd);
         return -ENOENT;
+    }
+    /* Anyone may bind an abstract name first. What it hands us becomes our memory, rings and
+     * XDP maps, so only a stack served by root or by our own user is taken; anything else is
+     * somebody's trap or mistake, and we open a stack of our own instead (-EACCES). */
+    struct ucred sc;
+    socklen_t scl = sizeof(sc);
+    uid_t me = geteuid();
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &sc, &scl) < 0 || (sc.uid != 0 && sc.uid != me)) {
+        snprintf(err, errlen, "%s is served by pid %d of uid %u, neither root nor our uid %u: not joining it",
+                 name, (int)sc.pid, (unsigned)sc.uid, (unsigned)me);
+        close(fd);
+        return -EACCES;
     }
     /* The serving process answers from its progress thread, which wakes at least every 200 ms. */
     struct timeval tv = { 2, 0 };
@@ -158,9 +229,11 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
     char mine[SHARE_SPEC_MAX + 64];
     int rc = (m.msg_flags & MSG_CTRUNC) ? -EPROTO : renumber(spec, fds, nfds, mine, sizeof(mine));
     if (rc == 0)
-        rc = slip_stack__attach(out, mine, err, errlen);
+        rc = check_fds(fds, nfds, me, name, err, errlen);
     else
         snprintf(err, errlen, "malformed answer from the process serving %s", name);
+    if (rc == 0)
+        rc = slip_stack__attach(out, mine, err, errlen);
     if (rc < 0)
         for (int i = 0; i < nfds; i++)
             close(fds[i]);

@@ -9,6 +9,7 @@
 #ifndef SLIP_STACK_SHARE_H
 #define SLIP_STACK_SHARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct slip_stack;
@@ -18,10 +19,15 @@ void slip_share__name(char *buf, size_t len, const char *const *ifnames, unsigne
 /* Binds the name and listens (non-blocking, close-on-exec): the fd, or -EADDRINUSE when another
  * process serves it already. */
 int slip_share__listen(const char *name);
-/* Serves every program waiting on lfd (never blocks). */
+/* Whether this process may serve the stack: its euid is the stack's owner's (the creator's).
+ * A process that changed user since (a server's worker dropping root) must not, whoever it
+ * would serve. */
+bool slip_share__may_serve(struct slip_stack *s);
+/* Serves every program waiting on lfd (never blocks): only the stack's owner and root get it. */
 void slip_share__serve(struct slip_stack *s, int lfd);
-/* Joins the stack served under name: 0 with *out, -ENOENT when nobody serves it, other
- * negative errno with a line in err. */
+/* Joins the stack served under name: 0 with *out, -ENOENT when nobody serves it, -EACCES (with
+ * a line in err) when the server or what it hands over is not to be trusted (another user's
+ * process, not a stack), other negative errno with a line in err. */
 int slip_share__join(struct slip_stack **out, const char *name, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -29,6 +30,7 @@
 #include "pkt/pkt.h"
 #include "stack/arena.h"
 #include "stack/fault.h"
+#include "stack/kfd.h"
 #include "stack/lock.h"
 #include "stack/proc.h"
 #include "tcp/tcp.h"
@@ -36,10 +38,10 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 6
+#define SLIP_SHM_VERSION 7
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
-#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
+#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
 
 struct stack_counters {
 #define STACK_COUNTER_FIELD(n) uint64_t n;
@@ -201,6 +203,14 @@ static void stacks_unregister(struct slip_stack *s)
  * rings' cached indices in this process (see xsk_port__resync). */
 static void proc_drain_closeq(struct slip_stack *s);
 
+/* Closes a port-reservation fd whose number came from shared memory, only if this process made
+ * or inherited it as one (kfd.h); anything else is counted and left open. */
+static void kfd_close(struct slip_stack *s, int fd)
+{
+    if (fd >= 0 && slip_kfd__close(fd) < 0)
+        s->shm->c.kfd_refused++;
+}
+
 static void stack_locked_by_us(struct slip_stack *s)
 {
     s->shm->lock.owner_pid = (uint32_t)g_pid;
@@ -259,8 +269,9 @@ static void proc_register(struct slip_stack *s, int want)
 static void proc_drain_closeq(struct slip_stack *s)
 {
     struct slip_proc *me = &s->shm->procs.p[s->proc];
-    for (uint32_t i = 0; i < me->closeq_n && i < SLIP_PROC_CLOSEQ; i++)
-        close(me->closeq[i]);
+    uint32_t n = SLIP_MIN(me->closeq_n, (uint32_t)SLIP_PROC_CLOSEQ);
+    for (uint32_t i = 0; i < n; i++)
+        kfd_close(s, me->closeq[i]);
     me->closeq_n = 0;
 }
 
@@ -300,7 +311,7 @@ static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
         }
     }
     if (mine)
-        close(fd);
+        kfd_close(s, fd);
 }
 
 static slip_time_t now_ns(void)
@@ -605,11 +616,11 @@ void slip_stack__close(struct slip_stack *s)
     if (s->kfd)
         for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
             if (s->kfd[i] >= 0)
-                close(s->kfd[i]);
+                kfd_close(s, s->kfd[i]);
     if (s->tres)
         for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
             if (s->tres[i].kfd >= 0)
-                close(s->tres[i].kfd);
+                kfd_close(s, s->tres[i].kfd);
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
@@ -815,8 +826,11 @@ static void tcp_res_reap(struct slip_stack *s)
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 static void uncork_all(struct slip_stack *s)
 {
-    for (uint32_t k = 0; k < s->shm->ncork; k++)
-        tcp_conn__uncork(&s->env, s->tcp, s->shm->cork[k]);
+    /* count and entries are shared memory: bounded before they index anything */
+    uint32_t n = SLIP_MIN(s->shm->ncork, (uint32_t)SLIP_TCP_MAX_CONNS);
+    for (uint32_t k = 0; k < n; k++)
+        if (s->shm->cork[k] < SLIP_TCP_MAX_CONNS)
+            tcp_conn__uncork(&s->env, s->tcp, s->shm->cork[k]);
     s->shm->ncork = 0;
 }
 
@@ -1569,6 +1583,8 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
             close(kfd);
         return rc;
     }
+    if (app_kfd < 0)
+        slip_kfd__add(kfd);
     s->kfd[sock] = app_kfd >= 0 ? -1 : kfd;
     return 0;
 }
@@ -1689,7 +1705,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);
     if (s->kfd[sock] >= 0) {
-        close(s->kfd[sock]);
+        kfd_close(s, s->kfd[sock]);
         s->kfd[sock] = -1;
     }
     return 0;
@@ -1719,6 +1735,7 @@ static int kernel_reserve_tcp(be32 addr, uint16_t *port)
         return -e;
     }
     *port = ntoh16(sin.sin_port);
+    slip_kfd__add(kfd);
     return kfd;
 }
 
@@ -1771,7 +1788,10 @@ static int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
     int d = fcntl(app_kfd, F_DUPFD, 1000);
     if (d < 0)
         d = fcntl(app_kfd, F_DUPFD, 3);
-    return d < 0 ? -errno : d;
+    if (d < 0)
+        return -errno;
+    slip_kfd__add(d);
+    return d;
 }
 
 bool slip_tcp__port_busy(struct slip_stack *s, be32 addr, uint16_t port)
@@ -1824,7 +1844,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     }
     stack_unlock(s);
     if (rc < 0 && kfd >= 0)
-        close(kfd);
+        slip_kfd__close(kfd);
     return rc;
 }
 
@@ -1900,7 +1920,7 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);
-    if (s->shm->ncork == SLIP_TCP_MAX_CONNS)
+    if (s->shm->ncork >= SLIP_TCP_MAX_CONNS)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
     bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
@@ -2163,6 +2183,58 @@ int slip_stack__export_fds(struct slip_stack *s, int *fds, int max)
     return n;
 }
 
+/* Every number of the header that sizes or locates something, checked against the memfd's
+ * size before any of them is used: the memory may come from another process, and one that
+ * shares the stack as another user must not be able to point us outside it. Returns what is
+ * wrong, or NULL. */
+static const char *shm_layout_bad(const struct slip_shm *h, size_t size)
+{
+    struct region {
+        uint64_t off, len;
+    } r[] = {
+        { h->off_umem, (uint64_t)h->nframes * h->frame_size },
+        { h->off_pool, xsk_frame_pool__bytes(h->nframes) },
+        { h->off_meta, (uint64_t)h->nframes * sizeof(struct pkt_meta) },
+        { h->off_ctl, sizeof(struct ctl_tables) },
+        { h->off_ip, sizeof(struct ip_shared) },
+        { h->off_udp, sizeof(struct udp_shared) },
+        { h->off_tcp, tcp_shared__bytes(SLIP_TCP_MAX_CONNS) },
+    };
+    if (h->frame_size != 2048 && h->frame_size != 4096)
+        return "frame size";
+    if (h->nframes == 0 || h->nframes > (1u << 22))
+        return "frame count";
+    if (h->ring_size == 0 || h->ring_size > (1u << 16) || (h->ring_size & (h->ring_size - 1)) ||
+        h->burst == 0 || h->burst > h->ring_size)
+        return "ring size";
+    if (h->nifs == 0 || h->nifs > SLIP_MAX_IFACES)
+        return "interface count";
+    for (unsigned i = 0; i < h->nifs; i++)
+        if (h->nq[i] == 0 || h->nq[i] > SLIP_MAX_QUEUES || !memchr(h->ifname[i], 0, sizeof(h->ifname[i])))
+            return "interface";
+    if (h->off_umem % 4096)
+        return "UMEM alignment";
+    for (unsigned i = 0; i < SLIP_ARRAY_SIZE(r); i++)
+        if (r[i].off < sizeof(struct slip_shm) || r[i].off > size || r[i].len > size - r[i].off)
+            return "region outside the memory";
+    return NULL;
+}
+
+const char *slip_stack__memory_bad(int memfd)
+{
+    struct slip_arena a = { .memfd = -1 };
+    if (slip_arena__attach(&a, memfd) < 0)
+        return "cannot be mapped, or not sealed against resizing";
+    const struct slip_shm *h = slip_arena__ptr(&a, 0);
+    const char *bad = NULL;
+    if (a.size < sizeof(struct slip_shm) || h->magic != SLIP_SHM_MAGIC || h->version != SLIP_SHM_VERSION)
+        bad = "not a slipstream stack of this version";
+    else
+        bad = shm_layout_bad(h, a.size);
+    munmap(a.base, a.size);
+    return bad;
+}
+
 int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen)
 {
     struct slip_stack *s = calloc(1, sizeof(*s));
@@ -2183,8 +2255,14 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     }
     struct slip_arena *a = &s->arena;
     s->shm = slip_arena__ptr(a, 0);
-    if (s->shm->magic != SLIP_SHM_MAGIC || s->shm->version != SLIP_SHM_VERSION) {
+    if (a->size < sizeof(struct slip_shm) || s->shm->magic != SLIP_SHM_MAGIC || s->shm->version != SLIP_SHM_VERSION) {
         snprintf(err, errlen, "SLIP_ATTACH: not a slipstream stack of this version");
+        rc = -EINVAL;
+        goto fail;
+    }
+    const char *bad = shm_layout_bad(s->shm, a->size);
+    if (bad) {
+        snprintf(err, errlen, "the stack's shared memory is inconsistent (%s): not attaching", bad);
         rc = -EINVAL;
         goto fail;
     }

@@ -50,6 +50,9 @@ void slip_stack__close(struct slip_stack *s);
  * stack over from that description. */
 int slip_stack__export(struct slip_stack *s, char *buf, size_t len);
 int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen);
+/* What is wrong with memfd as a stack's memory (size, seals, header, every region inside it),
+ * or NULL: for memory handed over by another process, checked before anything in it is used. */
+const char *slip_stack__memory_bad(int memfd);
 /* The fds export describes, without touching them (posix_spawn restores their close-on-exec
  * flags after the call). Returns how many, at most max. */
 int slip_stack__export_fds(struct slip_stack *s, int *fds, int max);

@@ -328,7 +328,7 @@ static void port_refill(struct xsk_port *p)
     if (xsk_ring_prod__reserve(p->fill, n, &idx) != n)
         return;
     for (uint32_t i = 0; i < n; i++)
-        *xsk_ring_prod__fill_addr(p->fill, idx + i) = xsk_frame_pool__get(pool);
+        *xsk_ring_prod__fill_addr(p->fill, idx + i) = xsk_frame_pool__get(pool, p->u->cfg.nframes);
     xsk_ring_prod__submit(p->fill, n);
 }
 
@@ -474,7 +474,7 @@ void xsk_port__destroy(struct xsk_port *p)
     uint32_t idx;
     uint32_t n = xsk_ring_cons__peek(&p->rx, p->rx.size, &idx);
     for (uint32_t i = 0; i < n; i++)
-        xsk_frame_pool__put(u->pool, xsk_ring_cons__rx_desc(&p->rx, idx + i)->addr);
+        xsk_frame_pool__put(u->pool, u->cfg.nframes, xsk_ring_cons__rx_desc(&p->rx, idx + i)->addr);
     xsk_ring_cons__release(&p->rx, n);
 
     for (struct xsk_port **pp = &u->ports; *pp; pp = &(*pp)->next)
@@ -557,7 +557,7 @@ void xsk_port__complete(struct xsk_port *p)
             addrs[i] = *xsk_ring_cons__comp_addr(p->comp, idx + i);
         xsk_ring_cons__release(p->comp, n);
         for (uint32_t i = 0; i < n; i++)
-            xsk_frame_pool__put(pool, addrs[i]);
+            xsk_frame_pool__put(pool, p->u->cfg.nframes, addrs[i]);
         if (n < SLIP_ARRAY_SIZE(addrs))
             return;
     }

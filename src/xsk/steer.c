@@ -271,8 +271,29 @@ void steer__export(const struct steer *s, int fds[4])
     fds[3] = s->fd_counters;
 }
 
+/* fd is a BPF map of this type with these key and value sizes (not one of somebody else's
+ * objects, nor a file that would take our writes). */
+static bool map_is(int fd, uint32_t type, uint32_t key_size, uint32_t value_size)
+{
+    struct bpf_map_info mi;
+    uint32_t len = sizeof(mi);
+    memset(&mi, 0, sizeof(mi));
+    return bpf_obj_get_info_by_fd(fd, &mi, &len) == 0 && mi.type == type && mi.key_size == key_size &&
+           mi.value_size == value_size;
+}
+
 int steer__adopt(struct steer **out, int ifindex, const int fds[4])
 {
+    /* The fds may come from another process (a stack shared over a UNIX socket): check they are
+     * the XDP link of this interface and the three maps the program uses before touching them. */
+    struct bpf_link_info li;
+    uint32_t ll = sizeof(li);
+    memset(&li, 0, sizeof(li));
+    if (bpf_obj_get_info_by_fd(fds[0], &li, &ll) != 0 || li.type != BPF_LINK_TYPE_XDP ||
+        li.xdp.ifindex != (uint32_t)ifindex || !map_is(fds[1], BPF_MAP_TYPE_XSKMAP, 4, 4) ||
+        !map_is(fds[2], BPF_MAP_TYPE_HASH, sizeof(struct steer_key), sizeof(struct steer_val)) ||
+        !map_is(fds[3], BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8))
+        return -EINVAL;
     struct steer *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;

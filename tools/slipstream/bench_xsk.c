@@ -373,7 +373,7 @@ static void step_rxdrop(struct bench_run *r, struct xsk_frame *f)
 {
     unsigned n = xsk_port__rx_burst(r->port, f, r->o->batch);
     for (unsigned i = 0; i < n; i++)
-        xsk_frame_pool__put(r->pool, f[i].addr);
+        xsk_frame_pool__put(r->pool, r->o->frames, f[i].addr);
     r->rx += n;
 }
 
@@ -383,7 +383,7 @@ static void step_txonly(struct bench_run *r, struct xsk_frame *f)
      * measures the rings, not memcpy. Frames come back unchanged through completions. */
     unsigned n = 0;
     while (n < r->o->batch) {
-        uint64_t a = xsk_frame_pool__get(r->pool);
+        uint64_t a = xsk_frame_pool__get(r->pool, r->o->frames);
         if (a == UINT64_MAX)
             break;
         f[n].addr = a + r->headroom;
@@ -392,7 +392,7 @@ static void step_txonly(struct bench_run *r, struct xsk_frame *f)
     }
     unsigned sent = xsk_port__tx_burst(r->port, f, n);
     for (unsigned i = sent; i < n; i++)
-        xsk_frame_pool__put(r->pool, f[i].addr);
+        xsk_frame_pool__put(r->pool, r->o->frames, f[i].addr);
     r->tx += sent;
     int ret = xsk_port__tx_flush(r->port);
     if (ret && !r->err)
@@ -411,7 +411,7 @@ static void step_l2fwd(struct bench_run *r, struct xsk_frame *f)
     }
     unsigned sent = n ? xsk_port__tx_burst(r->port, f, n) : 0;
     for (unsigned i = sent; i < n; i++)
-        xsk_frame_pool__put(r->pool, f[i].addr);
+        xsk_frame_pool__put(r->pool, r->o->frames, f[i].addr);
     r->tx += sent;
     int ret = xsk_port__tx_flush(r->port);
     if (ret && !r->err)
