@@ -84,6 +84,13 @@ extern struct preload_state g_pre;
  * itself makes (kernel port reservations, libbpf, libxdp) then go straight to libc. */
 extern __thread int preload_depth;
 
+/* A per-thread scratch buffer of PRELOAD_SCRATCH_BYTES, one per kind (so a call cannot clobber
+ * another's), allocated on first use (scratch.c); NULL when memory is short. */
+#define PRELOAD_SCRATCH_BYTES 65536
+enum preload_scratch_kind { SCRATCH_RECVMSG, SCRATCH_SENDFILE, SCRATCH_SPLICE_IN, SCRATCH_SPLICE_OUT,
+                            PRELOAD_SCRATCH_KINDS };
+void *preload_scratch(enum preload_scratch_kind kind);
+
 void preload_init(void);
 /* The entry for fd if it is an accelerated socket or a user-space epoll set, else NULL. */
 /* How long a sleeping application thread may sleep: the stack's deadline, and never more than

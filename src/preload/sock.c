@@ -1142,12 +1142,14 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {
         /* Gather into the first iovec piece when there is one; else a bounce buffer. */
-        static __thread char bounce[65536];
+        char *bounce = preload_scratch(SCRATCH_RECVMSG);
+        if (!bounce)
+            return set_errno(-ENOMEM);
         size_t cap = 0;
         for (size_t i = 0; i < m->msg_iovlen; i++)
             cap += m->msg_iov[i].iov_len;
         socklen_t nl = m->msg_namelen;
-        ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, sizeof(bounce)), flags & ~MSG_TRUNC,
+        ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, (size_t)PRELOAD_SCRATCH_BYTES), flags & ~MSG_TRUNC,
                              m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags);
         if (r < 0)
             return r;
@@ -1180,10 +1182,12 @@ ssize_t pre_sendfile(int out, int in, off_t *off, size_t n)
     struct pfd *p = pfd_get(out);
     if (!p || p->kind != PFD_TCP)
         return real_sendfile(out, in, off, n);
-    static __thread char buf[65536];
+    char *buf = preload_scratch(SCRATCH_SENDFILE);
+    if (!buf)
+        return set_errno(-ENOMEM);
     size_t done = 0;
     while (done < n) {
-        size_t want = SLIP_MIN(n - done, sizeof(buf));
+        size_t want = SLIP_MIN(n - done, (size_t)PRELOAD_SCRATCH_BYTES);
         ssize_t r = off ? pread(in, buf, want, *off + (off_t)done) : real_read(in, buf, want);
         if (r < 0)
             return done ? (ssize_t)done : -1;

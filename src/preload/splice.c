@@ -14,7 +14,7 @@
 #include "stack/stack.h"
 #include "tcp/tcp.h"
 
-#define SPLICE_CHUNK 65536
+#define SPLICE_CHUNK PRELOAD_SCRATCH_BYTES
 
 static bool is_pipe(int fd)
 {
@@ -75,11 +75,13 @@ static int wait_fd(int fd, short ev)
 /* Socket -> pipe. */
 static ssize_t from_socket(struct pfd *p, int pipefd, size_t len, bool nb)
 {
-    static __thread char buf[SPLICE_CHUNK];
+    char *buf = preload_scratch(SCRATCH_SPLICE_IN);
+    if (!buf)
+        return -ENOMEM;
     struct slip_stack *s = g_pre.stack;
     size_t done = 0;
     while (done < len) {
-        size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf);
+        size_t want = len - done < SPLICE_CHUNK ? len - done : SPLICE_CHUNK;
         ssize_t n = slip_tcp__recv(s, p->sock, buf, want, 1);
         if (n == -EAGAIN && !done && !nb) {
             int rc = preload_block(p, EPOLLIN | EPOLLRDHUP, p->rcvtimeo_ms, -1);
@@ -151,8 +153,10 @@ static ssize_t send_all(int fd, const char *buf, size_t n, int flags)
 /* Pipe -> socket. */
 static ssize_t to_socket(int pipefd, int sockfd, struct pfd *p, size_t len, bool nb, bool more)
 {
-    static __thread char buf[SPLICE_CHUNK];
-    size_t want = len < sizeof(buf) ? len : sizeof(buf);
+    char *buf = preload_scratch(SCRATCH_SPLICE_OUT);
+    if (!buf)
+        return -ENOMEM;
+    size_t want = len < SPLICE_CHUNK ? len : SPLICE_CHUNK;
     bool sock_nb = nb || p->nonblock;
     if (sock_nb) {
         slip_stack__poll(g_pre.stack);

@@ -188,3 +188,33 @@ print(json.dumps({"late_ms": lat}))
     # (2064 in one run), tens now (the accepts, and waits for Python's GIL).
     assert stats["listener_sleeps"] <= LT_ROUNDS // 8, stats
     assert sorted(late)[len(late) // 2] < 50, f"connections waited to be accepted: {late} ms"
+
+
+SMALL_STACK = r"""
+import socket, sys, threading
+# the stack opens on the first AF_INET socket: the library's state is all there is now
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('0.0.0.0', 0))
+ok = []
+for kib in (32, 64, 128, 256):
+    threading.stack_size(kib * 1024)
+    t = threading.Thread(target=lambda: ok.append(kib))
+    try:
+        t.start()
+        t.join()
+    except RuntimeError as e:
+        print(f"{kib} KiB: {e}")
+print("started", sorted(ok))
+"""
+
+
+def test_threads_with_small_stacks_start(testbed, slip):  # noqa: F811
+    """MariaDB, Node and others create threads with 16-256 KiB stacks. glibc takes a thread's
+    static TLS from its stack, so the library must keep almost nothing there (issue 12): every
+    such thread starts under `slipstream run --strict` as it does without it."""
+    b = testbed.host("b")
+    r = b.run(slip([PY, "-c", SMALL_STACK], opts=["--strict"]), timeout=60)
+    print(r.stdout.strip())
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "started [32, 64, 128, 256]" in r.stdout, r.stdout + r.stderr[-1000:]
+    assert_accelerated_log(r.stderr)
