@@ -804,6 +804,9 @@ static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int 
     for (int i = 0; i < iovcnt; i++)
         total += iov[i].iov_len;
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
+    for (int i = 0; i < iovcnt; i++)
+        if (!iov[i].iov_base && iov[i].iov_len)
+            return set_errno(-EFAULT);  /* the kernel's copy would fault; ours would crash */
     for (int i = 0; i < iovcnt;) {
         size_t off = 0;
         for (int k = 0; k < i; k++)
@@ -820,11 +823,14 @@ static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int 
             continue;
         }
         if (n == -EAGAIN || n == -ENOBUFS) {
-            if (done || nb)
+            if (nb)
                 return done ? (ssize_t)done : set_errno(-EAGAIN);
+            /* A blocking send waits until all of it is queued, as Linux's tcp_sendmsg does: only
+             * a signal or SO_SNDTIMEO ends it early, with what was queued so far. A program that
+             * does not loop on write() must not lose the rest. */
             int rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
             if (rc < 0)
-                return set_errno(rc == -EAGAIN ? -EAGAIN : rc);
+                return done ? (ssize_t)done : set_errno(rc);
             continue;
         }
         if (done)
