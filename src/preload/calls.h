@@ -1,8 +1,11 @@
 /* The one list of intercepted calls. Each X(ret, name, params, args) generates the pointer to
  * the real libc function (real_<name>), its lookup with dlsym(RTLD_NEXT) at init, and the
  * prototype of our implementation (slip_<name>); the exported symbol itself is in preload.c and
- * listed in exports.map. Variadic calls (fcntl, ioctl) are written by hand beside the list, and
- * so is vfork (spawn.c), which must never reach the real vfork from a wrapper. */
+ * listed in exports.map. Variadic calls (fcntl, ioctl, dprintf, syscall) are written by hand
+ * beside the list, and so is vfork (spawn.c), which must never reach the real vfork from a
+ * wrapper; doors.c has the other names libc gives the same calls (fortified, legacy, 64-bit).
+ * With _FILE_OFFSET_BITS=64 the headers rename freopen, preadv2 and pwritev2 (and sendfile) to
+ * their 64 names: the generated export then carries that name and doors.c adds the plain one. */
 #ifndef SLIP_PRELOAD_CALLS_H
 #define SLIP_PRELOAD_CALLS_H
 
@@ -14,6 +17,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -92,7 +96,12 @@
     X(int, pclose, (FILE *f), (f)) \
     X(int, daemon, (int nochdir, int noclose), (nochdir, noclose)) \
     X(ssize_t, splice, (int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int flags), \
-      (in, off_in, out, off_out, len, flags))
+      (in, off_in, out, off_out, len, flags)) \
+    X(FILE *, fdopen, (int fd, const char *mode), (fd, mode)) \
+    X(FILE *, freopen, (const char *path, const char *mode, FILE *f), (path, mode, f)) \
+    X(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap)) \
+    X(ssize_t, preadv2, (int fd, const struct iovec *iov, int n, off_t off, int flags), (fd, iov, n, off, flags)) \
+    X(ssize_t, pwritev2, (int fd, const struct iovec *iov, int n, off_t off, int flags), (fd, iov, n, off, flags))
 
 #define SLIP_DECLARE_REAL(ret, name, params, args) extern ret (*real_##name) params;
 SLIP_CALLS(SLIP_DECLARE_REAL)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/exe.h"
 #include "preload/preload.h"
 #include "stack/kfd.h"
 #include "stack/stack.h"
@@ -111,6 +112,17 @@ void exec_handoff__undo(struct exec_handoff *x)
     exec_handoff__done(x);
 }
 
+/* A static image never loads the library: the accelerated sockets it inherits would be their
+ * kernel twins, which carry none of the data (an accepted connection's twin is not even
+ * connected). Nothing can move a connected socket to the kernel, so say it, once per exec. */
+static void warn_if_static(const char *path, const struct exec_handoff *x)
+{
+    if (path && strchr(path, '/') && x->fds && x->fds[strlen("SLIP_FDS=")] &&
+        slip_exe__is_static(path) == 1)
+        fprintf(stderr, "slipstream: warning: %s is statically linked: the accelerated sockets it "
+                "inherits will not carry data in it (see docs/COMPLIANCE.md)\n", path);
+}
+
 int pre_execve(const char *path, char *const argv[], char *const envp[])
 {
     struct exec_handoff x;
@@ -118,6 +130,7 @@ int pre_execve(const char *path, char *const argv[], char *const envp[])
         exec_handoff__undo(&x);
         return real_execve(path, argv, envp);
     }
+    warn_if_static(path, &x);
     preload_quiesce();          /* exec ends the progress thread wherever it is */
     int r = real_execve(path, argv, x.envp);
     preload_unquiesce();
@@ -139,6 +152,7 @@ int pre_execvpe(const char *file, char *const argv[], char *const envp[])
         exec_handoff__undo(&x);
         return real_execvpe(file, argv, envp);
     }
+    warn_if_static(file, &x);
     preload_quiesce();
     int r = real_execvpe(file, argv, x.envp);
     preload_unquiesce();

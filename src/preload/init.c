@@ -84,6 +84,7 @@ __attribute__((constructor)) static void preload_ctor(void)
         slip_config__defaults(&cfg);
         config_ifaces(&cfg);
         preload_attach_inherited();
+        preload_stdio_inherited();
         if (g_pre.stack) {
             progress_start();
             pthread_atfork(NULL, NULL, progress_atfork_child);
@@ -261,12 +262,19 @@ static void stack_at_exit(void)
     preload_depth--;
 }
 
+/* exit(): the streams on accelerated sockets are flushed before the sockets close. */
+static void stack_at_exit_flush(void)
+{
+    preload_stdio_at_exit();
+    stack_at_exit();
+}
+
 static void stack_exit_register(void)
 {
     static bool done;
     if (!done) {
         done = true;
-        atexit(stack_at_exit);
+        atexit(stack_at_exit_flush);
     }
 }
 

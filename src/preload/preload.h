@@ -140,6 +140,18 @@ void exec_handoff__done(struct exec_handoff *x);
 
 /* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
 void preload_release(int fd);
+/* fd stops naming what it named (close, or libc replacing it behind our back: freopen): its
+ * socket loses this reference and its epoll registrations go as close() would. */
+void preload_fd_gone(int fd);
+
+/* stdio on accelerated sockets (stdio.c). fd 0, 1 or 2 just became an accelerated socket: the
+ * standard stream on it becomes one of ours. */
+void preload_stdio_std(int fd);
+/* The same for the standard streams of a new image that inherited accelerated sockets. */
+void preload_stdio_inherited(void);
+/* exit(), before the stack closes the sockets: flush our streams. */
+void preload_stdio_at_exit(void);
+int preload_vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
 
 /* Readiness of an accelerated socket, as EPOLL* bits. */
 unsigned pfd_poll(struct pfd *p);

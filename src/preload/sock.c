@@ -470,6 +470,8 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
             fill_sin(sa, len, ra, rp);
+            if (nfd <= 2)
+                preload_stdio_std(nfd);     /* a server that closed its standard fds */
             return nfd;
         }
         if (c == -EINVAL || !p->listening)
@@ -590,7 +592,7 @@ static void close_sock_fd(int fd, struct pfd *p)
     }
 }
 
-int pre_close(int fd)
+void preload_fd_gone(int fd)
 {
     struct pfd *p = pfd_get(fd);
     if (p) {
@@ -602,6 +604,11 @@ int pre_close(int fd)
             close_sock_fd(fd, p);
         }
     }
+}
+
+int pre_close(int fd)
+{
+    preload_fd_gone(fd);
     return real_close(fd);
 }
 
@@ -1226,10 +1233,13 @@ static int dup_into(int oldfd, int newfd)
     if (!p || newfd < 0 || newfd >= g_pre.nfds)
         return newfd;
     g_pre.fds[newfd] = *p;
-    if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+    if (p->kind == PFD_TCP || p->kind == PFD_UDP) {
         slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
-    else if (p->kind == PFD_EPOLL)
+        if (newfd <= 2)
+            preload_stdio_std(newfd);   /* inetd style: dup2(conn, 1), then printf */
+    } else if (p->kind == PFD_EPOLL) {
         pfd_clear(newfd);   /* a duplicated epoll fd sees only the kernel set (see COMPLIANCE) */
+    }
     return newfd;
 }
 

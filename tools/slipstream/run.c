@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/exe.h"
 #include "tools/slipstream/cli.h"
 
 static const struct {
@@ -67,32 +68,6 @@ static int which(const char *cmd, char *out, size_t len)
             return 0;
     }
     return -ENOENT;
-}
-
-/* 1 when the ELF file has no program interpreter (statically linked), 0 when it has one, -1 when
- * it is not an ELF file we can read (a script: its interpreter gets the preload). */
-static int is_static_elf(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    Elf64_Ehdr eh;
-    if (fd < 0)
-        return -1;
-    int rc = -1;
-    if (read(fd, &eh, sizeof(eh)) == sizeof(eh) && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-        eh.e_ident[EI_CLASS] == ELFCLASS64) {
-        rc = 1;
-        for (int i = 0; i < eh.e_phnum; i++) {
-            Elf64_Phdr ph;
-            if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != sizeof(ph))
-                break;
-            if (ph.p_type == PT_INTERP) {
-                rc = 0;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return rc;
 }
 
 static int find_library(char *out, size_t len)
@@ -172,7 +147,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "slipstream run: libslipstream.so not found next to the slipstream binary (set SLIP_PRELOAD_LIB)\n");
         return 1;
     }
-    if (is_static_elf(path) == 1) {
+    if (slip_exe__is_static(path) == 1) {
         if (strict) {
             fprintf(stderr, "slipstream run: %s is statically linked: it cannot be accelerated (strict mode)\n", path);
             return 1;
