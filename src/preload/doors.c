@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -15,6 +17,7 @@
 #include <sys/uio.h>
 #include <dlfcn.h>
 
+#include "base/log.h"
 #include "preload/preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -242,6 +245,24 @@ static long route(long nr, const long *a)
     return -1;
 }
 
+/* io_uring can carry a program's socket work (libuv batches its epoll_ctl calls through it;
+ * others send and receive through it) where the layer cannot see it: the stack would complete
+ * handshakes that the program never hears of. Programs that probe for it fall back to the
+ * calls we serve when it is missing (libuv uses epoll), so under the layer io_uring_setup
+ * says ENOSYS, with one warning line; SLIP_IO_URING=1 lets a program keep it (its files gain,
+ * its sockets on io_uring would not be accelerated). */
+static bool io_uring_refused(void)
+{
+    static int warned;
+    const char *v = getenv("SLIP_IO_URING");
+    if (v && !strcmp(v, "1"))
+        return false;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        slip_warn("io_uring is off for this program (io_uring_setup: ENOSYS): socket work submitted through it "
+                  "would bypass the stack; libuv and others fall back to epoll (SLIP_IO_URING=1 keeps it)");
+    return true;
+}
+
 EXPORT long syscall(long nr, ...)
 {
     static long (*real)(long, ...);
@@ -253,6 +274,10 @@ EXPORT long syscall(long nr, ...)
     va_end(ap);
     if (g_pre.ready && !preload_depth && g_pre.stack && routed(nr, a))
         return route(nr, a);
+    if (nr == SYS_io_uring_setup && g_pre.ready && !preload_depth && io_uring_refused()) {
+        errno = ENOSYS;
+        return -1;
+    }
     if (!real)
         real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
     return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
