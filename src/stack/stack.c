@@ -36,7 +36,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 6
+#define SLIP_SHM_VERSION 7   /* 7: reassembly eviction state in struct ip_shared */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
