@@ -317,9 +317,12 @@ TEST(test_reass_full_slots_evict_least_recently_active)
     for (unsigned i = 1; i <= 5; i++)
         CHECK(finish(&h, nth_src(i), (uint16_t)i), ==, 0);
     CHECK(feed_from(&h, nth_src(0), 0, 8, 8, true, &rx), ==, 0);
-    CHECK(feed_from(&h, nth_src(0), 0, 24, 8, false, &rx), ==, 1);
-    check_datagram(&h, &rx, 32);
-    pkt__free_chain(&h.pool, rx.pkt);
+    int done = feed_from(&h, nth_src(0), 0, 24, 8, false, &rx);
+    CHECK(done, ==, 1);
+    if (done == 1) {
+        check_datagram(&h, &rx, 32);
+        pkt__free_chain(&h.pool, rx.pkt);
+    }
     CHECK(finish(&h, nth_src(6), 6), ==, 1);
     CHECK(h.ip->reass_bufs, <=, h.ip->reass_high);
     harness_fini(&h);
