@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
 
@@ -212,8 +213,8 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
 
 void preload_attach_inherited(void)
 {
-    const char *spec = getenv("SLIP_ATTACH");
-    if (!spec || !*spec)
+    const char *spec = slip_env__text(SLIP_ENV_ATTACH);
+    if (!spec)
         return;
     char err[256] = "";
     struct slip_stack *s = NULL;
@@ -226,7 +227,7 @@ void preload_attach_inherited(void)
         return;
     }
     g_pre.stack = s;
-    const char *fds = getenv("SLIP_FDS");
+    const char *fds = slip_env__text(SLIP_ENV_FDS);
     char *copy = fds ? strdup(fds) : NULL;
     for (char *save = NULL, *t = copy ? strtok_r(copy, ";", &save) : NULL; t; t = strtok_r(NULL, ";", &save)) {
         int fd, kind, sock, nb, lis;
