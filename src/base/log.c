@@ -1,6 +1,8 @@
 /* Implementation of the one-line logger; see log.h. */
 #include "base/log.h"
 
+#include "base/env.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,15 +12,15 @@ static int g_level = -1;
 
 static void log_init(void)
 {
-    const char *e = getenv("SLIP_LOG");
+    static const enum slip_log_level levels[] = { SLIP_LOG_ERROR, SLIP_LOG_WARN, SLIP_LOG_INFO, SLIP_LOG_DEBUG };
+    uint64_t i;
+    char err[256];
     g_level = SLIP_LOG_WARN;
-    if (!e)
-        return;
-    if (!strcmp(e, "error")) g_level = SLIP_LOG_ERROR;
-    else if (!strcmp(e, "warn")) g_level = SLIP_LOG_WARN;
-    else if (!strcmp(e, "info")) g_level = SLIP_LOG_INFO;
-    else if (!strcmp(e, "debug")) g_level = SLIP_LOG_DEBUG;
-    else fprintf(stderr, "slipstream: warning: SLIP_LOG=%s is not one of error, warn, info, debug; using warn\n", e);
+    /* The logger cannot refuse to start: a bad value is a warning and the default, always. */
+    if (slip_env__get(SLIP_ENV_LOG, &i, err, sizeof(err)) < 0)
+        fprintf(stderr, "slipstream: warning: %s; using warn\n", err);
+    else
+        g_level = (int)levels[i];
 }
 
 void slip_log_set_level(enum slip_log_level level) { g_level = (int)level; }

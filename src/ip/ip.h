@@ -19,6 +19,9 @@ struct xsk_port;
 
 #define IP_REASS_SLOTS      64
 #define IP_REASS_TIMEOUT    (30 * SLIP_SEC)    /* Linux ipfrag_time */
+#define IP_REASS_PRESSURE_TIMEOUT (1 * SLIP_SEC)   /* instead, while under pressure */
+#define IP_REASS_PRESSURE_SLOTS   (IP_REASS_SLOTS * 3 / 4)  /* slots in use that mean pressure */
+#define IP_REASS_PER_SRC    (IP_REASS_SLOTS / 4)   /* datagrams in progress per source address */
 #define IP_NEIGH_SLOTS      64
 #define IP_NEIGH_QLEN       16                 /* datagrams held per unresolved neighbour */
 #define IP_NEIGH_TIMEOUT    (3 * SLIP_SEC)     /* give up on a neighbour the kernel cannot resolve */
@@ -34,7 +37,7 @@ struct xsk_port;
     X(rx_frames) X(rx_not_ipv4) X(rx_bad_eth) X(rx_truncated) X(rx_bad_header) X(rx_bad_csum) \
     X(rx_bad_options) X(rx_source_route) X(rx_not_local) X(rx_delivered) \
     X(frag_rx) X(frag_bad) X(reass_ok) X(reass_timeout) X(reass_overlap) X(reass_dup) \
-    X(reass_no_slot) X(reass_no_buf) \
+    X(reass_evict_slot) X(reass_evict_src) X(reass_evict_mem) X(reass_timeout_pressure) \
     X(tx_datagrams) X(tx_frames) X(tx_frags) X(tx_no_route) X(tx_no_frame) X(tx_too_big) \
     X(tx_port_full) X(tx_no_port) \
     X(neigh_wait) X(neigh_resolved) X(neigh_failed) X(neigh_overflow) \
@@ -55,7 +58,8 @@ struct ip_reass_slot {
     uint32_t received;          /* payload bytes held */
     uint32_t nbufs;
     slip_idx_t frags;           /* buffers sorted by frag_off, linked through pkt_meta.chain */
-    slip_time_t expires;
+    uint64_t touched;           /* ip_shared.reass_clock when a fragment last came: eviction order */
+    slip_time_t born;           /* first fragment's arrival: timeouts count from here */
 };
 
 struct ip_neigh_wait {
@@ -78,7 +82,9 @@ struct ip_shared {
     struct ip_counters c;
     uint16_t next_id;
     uint32_t reass_bufs;        /* buffers held by reassembly */
-    uint32_t reass_max_bufs;    /* bound on the above */
+    uint32_t reass_high;        /* at this many, evict the least recently active datagrams ... */
+    uint32_t reass_low;         /* ... until fewer than this many (Linux ipfrag_*_thresh) */
+    uint64_t reass_clock;       /* counts fragments kept, orders datagrams by last activity */
     struct ip_reass_slot reass[IP_REASS_SLOTS];
     struct ip_neigh_wait neigh[IP_NEIGH_SLOTS];
     uint32_t neigh_pending;     /* slots of neigh[] in use: every sent frame and every poll
@@ -118,7 +124,8 @@ struct ip_rx {
     uint32_t ifindex;
 };
 
-void ip_shared__init(struct ip_shared *sh, uint32_t reass_max_bufs);
+/* reass_high: frames reassembly may hold before it evicts (the low threshold is 3/4 of it). */
+void ip_shared__init(struct ip_shared *sh, uint32_t reass_high);
 
 /* Validates one received Ethernet frame (already adopted as pkt). Returns 1 with *out filled when
  * a datagram is ready for the transport layer (its buffers are then the caller's), 0 when the
@@ -129,8 +136,11 @@ int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx 
  * Takes one fragment whose buffer starts at its payload; returns the head of the whole datagram
  * (chain ordered by offset) or SLIP_NIL when more fragments are needed or it was dropped. */
 slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, slip_idx_t pkt, uint32_t *l4_len);
-/* Drops datagrams past their deadline; returns the earliest remaining deadline. */
+/* Drops datagrams past their deadline (IP_REASS_TIMEOUT, or IP_REASS_PRESSURE_TIMEOUT while
+ * ip_reass__pressure()); returns the earliest remaining deadline. */
 slip_time_t ip_reass__expire(struct ip_env *env);
+/* Under pressure: IP_REASS_PRESSURE_SLOTS datagrams in progress or more frames than reass_low. */
+bool ip_reass__pressure(const struct ip_shared *sh);
 
 /* Where a datagram to dst goes. */
 struct ip_route {

@@ -8,10 +8,12 @@
 #include "ctl/ctl.h"
 #include "wire/eth.h"
 
-void ip_shared__init(struct ip_shared *sh, uint32_t reass_max_bufs)
+void ip_shared__init(struct ip_shared *sh, uint32_t reass_high)
 {
     memset(sh, 0, sizeof(*sh));
-    sh->reass_max_bufs = reass_max_bufs;
+    /* Linux's defaults are 4 MB and 3 MB: evict down to three quarters of the high mark. */
+    sh->reass_high = reass_high ? reass_high : 1;
+    sh->reass_low = sh->reass_high * 3 / 4 ? sh->reass_high * 3 / 4 : 1;
     sh->next_id = 1;
     for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++)
         pkt_queue__init(&sh->neigh[i].q);

@@ -1,8 +1,22 @@
 /* IPv4 fragment reassembly (RFC 791 §3.2 and RFC 815's idea of tracking what is missing).
  * Fragments stay in their UMEM frames, chained in offset order, so a reassembled datagram is a
- * buffer chain. Memory is bounded twice: a fixed number of datagrams in progress and a bound on
- * frames held; time is bounded by IP_REASS_TIMEOUT. Any overlap other than an exact duplicate
- * drops the whole datagram, as Linux does for IPv4 since 4.19 (and RFC 5722 requires for IPv6). */
+ * buffer chain. Any overlap other than an exact duplicate drops the whole datagram, as Linux does
+ * for IPv4 since 4.19 (and RFC 5722 requires for IPv6).
+ *
+ * Reassembly is the classic denial-of-service target: a first fragment costs a sender one frame
+ * and us a slot for the whole timeout. So nothing here ever refuses a new datagram for lack of
+ * room; it makes room by evicting the least recently active incomplete datagram, the way Linux
+ * did before 4.17 (ipfrag_high_thresh / ipfrag_low_thresh with an LRU evictor):
+ * - slots: a new datagram with every slot in use takes the slot of the least recently active one;
+ * - per source: one source holds at most IP_REASS_PER_SRC datagrams, a new one from a source at
+ *   its share replaces that source's least recently active one, so a flood from one address
+ *   recycles its own slots and leaves the other sources' datagrams alone;
+ * - memory: above the high threshold of frames held, the least recently active datagrams go
+ *   until the total is under the low threshold;
+ * - time: 30 s (Linux ipfrag_time), but only IP_REASS_PRESSURE_TIMEOUT while under pressure
+ *   (most slots in use, or frames above the low threshold): a real datagram's fragments arrive
+ *   within milliseconds of each other, what waits longer under attack is almost surely garbage.
+ * Every eviction is counted (ip.reass_evict_*, ip.reass_timeout*). */
 #include "ip/ip.h"
 
 #include <string.h>
@@ -15,9 +29,26 @@ static void slot_free(struct ip_env *env, struct ip_reass_slot *s)
     s->frags = SLIP_NIL;
 }
 
+/* The least recently active datagram in use, optionally only from src, never skip. */
+static struct ip_reass_slot *slot_lru(struct ip_env *env, const be32 *src, const struct ip_reass_slot *skip)
+{
+    struct ip_reass_slot *old = NULL;
+    for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
+        struct ip_reass_slot *s = &env->sh->reass[i];
+        if (!s->used || s == skip || (src && s->src != *src))
+            continue;
+        if (!old || s->touched < old->touched)
+            old = s;
+    }
+    return old;
+}
+
+/* The datagram ip belongs to, or a new one. Makes room by eviction when needed: never NULL. */
 static struct ip_reass_slot *slot_find(struct ip_env *env, const struct wire_ipv4_repr *ip)
 {
+    struct ip_counters *c = &env->sh->c;
     struct ip_reass_slot *free_slot = NULL;
+    unsigned from_src = 0;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (!s->used) {
@@ -25,19 +56,50 @@ static struct ip_reass_slot *slot_find(struct ip_env *env, const struct wire_ipv
                 free_slot = s;
             continue;
         }
-        if (s->src == ip->src && s->dst == ip->dst && s->id == ip->id && s->proto == ip->proto)
-            return s;
+        if (s->src == ip->src) {
+            if (s->dst == ip->dst && s->id == ip->id && s->proto == ip->proto)
+                return s;
+            from_src++;
+        }
     }
-    if (!free_slot)
-        return NULL;
-    free_slot->used = 1;
-    free_slot->src = ip->src;
-    free_slot->dst = ip->dst;
-    free_slot->id = ip->id;
-    free_slot->proto = ip->proto;
-    free_slot->frags = SLIP_NIL;
-    free_slot->expires = env->now + IP_REASS_TIMEOUT;
-    return free_slot;
+    struct ip_reass_slot *s = free_slot;
+    if (from_src >= IP_REASS_PER_SRC) {
+        s = slot_lru(env, &ip->src, NULL);
+        c->reass_evict_src++;
+        slot_free(env, s);
+    } else if (!s) {
+        s = slot_lru(env, NULL, NULL);
+        c->reass_evict_slot++;
+        slot_free(env, s);
+    }
+    s->used = 1;
+    s->src = ip->src;
+    s->dst = ip->dst;
+    s->id = ip->id;
+    s->proto = ip->proto;
+    s->frags = SLIP_NIL;
+    s->born = env->now;
+    return s;
+}
+
+/* Brings the frames held under the high threshold before one more is added to keep: evicts the
+ * least recently active datagrams other than keep until under the low threshold, and keep itself
+ * if it alone is too big. Returns false when keep was evicted. */
+static bool make_room(struct ip_env *env, struct ip_reass_slot *keep)
+{
+    struct ip_shared *sh = env->sh;
+    if (sh->reass_bufs < sh->reass_high)
+        return true;
+    while (sh->reass_bufs >= sh->reass_low) {
+        struct ip_reass_slot *old = slot_lru(env, NULL, keep);
+        sh->c.reass_evict_mem++;
+        if (!old) {
+            slot_free(env, keep);
+            return false;
+        }
+        slot_free(env, old);
+    }
+    return true;
 }
 
 /* True when the chain covers [0, total) without holes. */
@@ -70,16 +132,10 @@ slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, sl
         return SLIP_NIL;
     }
     struct ip_reass_slot *s = slot_find(env, ip);
-    if (!s) {
-        c->reass_no_slot++;
+    /* Activity counts before eviction: the datagram receiving a fragment is the most recent. */
+    s->touched = ++env->sh->reass_clock;
+    if (!make_room(env, s)) {
         pkt__free_chain(pool, pkt);
-        return SLIP_NIL;
-    }
-    if (env->sh->reass_bufs >= env->sh->reass_max_bufs) {
-        c->reass_no_buf++;
-        pkt__free_chain(pool, pkt);
-        if (!s->frags)
-            slot_free(env, s);
         return SLIP_NIL;
     }
     if (!ip->more_frags) {
@@ -148,20 +204,41 @@ overlap:
     return SLIP_NIL;
 }
 
+bool ip_reass__pressure(const struct ip_shared *sh)
+{
+    unsigned used = 0;
+    for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
+        used += sh->reass[i].used != 0;
+    return used >= IP_REASS_PRESSURE_SLOTS || sh->reass_bufs > sh->reass_low;
+}
+
 slip_time_t ip_reass__expire(struct ip_env *env)
 {
+    /* Pressure is judged once, before anything is freed: under pressure every datagram older
+     * than the short timeout goes, which leaves room for a burst of new ones. */
+    bool pressure = ip_reass__pressure(env->sh);
     slip_time_t next = SLIP_TIME_NEVER;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (!s->used)
             continue;
-        if (s->expires <= env->now) {
+        slip_time_t dl = s->born + IP_REASS_TIMEOUT;
+        if (dl <= env->now) {
             /* RFC 792 suggests an ICMP time-exceeded here; we stay silent (docs/COMPLIANCE.md). */
             env->sh->c.reass_timeout++;
             slot_free(env, s);
-        } else if (s->expires < next) {
-            next = s->expires;
+            continue;
         }
+        if (pressure) {
+            dl = s->born + IP_REASS_PRESSURE_TIMEOUT;
+            if (dl <= env->now) {
+                env->sh->c.reass_timeout_pressure++;
+                slot_free(env, s);
+                continue;
+            }
+        }
+        if (dl < next)
+            next = dl;
     }
     return next;
 }

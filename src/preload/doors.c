@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <dlfcn.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "preload/preload.h"
 
@@ -254,8 +255,10 @@ static long route(long nr, const long *a)
 static bool io_uring_refused(void)
 {
     static int warned;
-    const char *v = getenv("SLIP_IO_URING");
-    if (v && !strcmp(v, "1"))
+    uint64_t keep = 0;
+    char err[160];
+    slip_env__get(SLIP_ENV_IO_URING, &keep, err, sizeof(err));
+    if (keep)
         return false;
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         slip_warn("io_uring is off for this program (io_uring_setup: ENOSYS): socket work submitted through it "

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/exe.h"
+#include "base/env.h"
 #include "preload/preload.h"
 #include "stack/kfd.h"
 #include "stack/stack.h"
@@ -234,10 +235,10 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
 
 void preload_attach_inherited(void)
 {
-    const char *spec = getenv("SLIP_ATTACH");
-    if (!spec || !*spec)
+    const char *spec = slip_env__text(SLIP_ENV_ATTACH);
+    if (!spec)
         return;
-    slip_kfd__import(getenv("SLIP_KFDS"));
+    slip_kfd__import(slip_env__text(SLIP_ENV_KFDS));
     unsetenv("SLIP_KFDS");
     char err[256] = "";
     struct slip_stack *s = NULL;
@@ -250,7 +251,7 @@ void preload_attach_inherited(void)
         return;
     }
     g_pre.stack = s;
-    const char *fds = getenv("SLIP_FDS");
+    const char *fds = slip_env__text(SLIP_ENV_FDS);
     char *copy = fds ? strdup(fds) : NULL;
     for (char *save = NULL, *t = copy ? strtok_r(copy, ";", &save) : NULL; t; t = strtok_r(NULL, ";", &save)) {
         int fd, kind, sock, nb, lis;

@@ -1,8 +1,9 @@
 /* Init stages of the POSIX layer, in order: (1) resolve the real libc functions (dlsym
- * RTLD_NEXT, generated from calls.h), (2) size the fd table from RLIMIT_NOFILE, (3) read the
- * configuration, (4) in strict mode open the stack at once so a failure stops the program with
- * one clear line; otherwise the stack opens on the first socket that can use it, and a failure
- * prints one warning and leaves every socket to the kernel. */
+ * RTLD_NEXT, generated from calls.h), (2) size the fd table from RLIMIT_NOFILE, (3) read and
+ * check the configuration (every SLIP_* variable, base/env.h), (4) in strict mode open the stack
+ * at once so a failure stops the program with one clear line; otherwise the stack opens on the
+ * first socket that can use it, and a failure prints one warning and leaves every socket to the
+ * kernel. */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "preload/preload.h"
 #include "stack/share.h"
@@ -55,18 +57,39 @@ static void size_fd_table(void)
     g_pre.nfds = g_pre.fds ? (int)n : 0;
 }
 
+static void strict_bad(const char *line, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "slipstream: error: %s; stopping (strict mode)\n", line);
+}
+
+/* Every SLIP_* value is checked here, once. Strict mode stops on a bad one, as it does when it
+ * cannot accelerate; otherwise each bad one gets one warning line and its default (slipstream
+ * run refuses them all before the program starts). A SLIP_STRICT that is not a boolean counts
+ * as strict: whoever set it wanted it on, and it used to mean "set and not 0". */
+static void config_read(void)
+{
+    uint64_t v;
+    char err[256];
+    g_pre.strict = slip_env__get(SLIP_ENV_STRICT, &v, err, sizeof(err)) < 0 || v;
+    if (g_pre.strict && slip_env__check_all(strict_bad, NULL))
+        _exit(1);
+    slip_env__use_defaults();
+    for (unsigned i = 0; i < SLIP_ENV_COUNT; i++)
+        slip_env__get((enum slip_env_id)i, &v, err, sizeof(err));     /* the warnings, now */
+    slip_env__get(SLIP_ENV_SPIN_USEC, &v, err, sizeof(err));
+    g_pre.spin_usec = (int)v;                   /* at most 10 s */
+    slip_env__get(SLIP_ENV_EPOLL_ALL_MS, &v, err, sizeof(err));
+    g_pre.epoll_all_ms = (int)v;                /* at most 1 h */
+}
+
 void preload_init(void)
 {
     if (g_pre.ready)
         return;
     resolve();
     size_fd_table();
-    const char *st = getenv("SLIP_STRICT");
-    g_pre.strict = st && *st && strcmp(st, "0") != 0;
-    const char *spin = getenv("SLIP_SPIN_USEC");
-    g_pre.spin_usec = spin ? atoi(spin) : 0;
-    const char *all = getenv("SLIP_EPOLL_ALL_MS");     /* tests: 0 or unset = 100 */
-    g_pre.epoll_all_ms = all && atoi(all) > 0 ? atoi(all) : 100;
+    config_read();
     g_pre.ready = true;
 }
 
@@ -78,7 +101,7 @@ static void progress_atfork_child(void);
 __attribute__((constructor)) static void preload_ctor(void)
 {
     preload_init();
-    if (getenv("SLIP_ATTACH")) {
+    if (slip_env__text(SLIP_ENV_ATTACH)) {
         preload_depth++;
         struct slip_config cfg;
         slip_config__defaults(&cfg);
@@ -218,7 +241,10 @@ static void progress_start(void)
     pthread_t t;
     pthread_attr_t a;
     sigset_t all, old;
-    if (!g_pre.stack || getenv("SLIP_NO_PROGRESS_THREAD"))
+    uint64_t off;
+    char err[256];
+    slip_env__get(SLIP_ENV_NO_PROGRESS_THREAD, &off, err, sizeof(err));
+    if (!g_pre.stack || off)
         return;
     /* in a fork child the parent's thread may have held it at the fork */
     pthread_mutex_init(&g_progress_mu, NULL);
@@ -256,9 +282,11 @@ static void stack_at_exit(void)
         if (p && (p->kind == PFD_TCP || p->kind == PFD_UDP))
             pre_close(fd);
     }
-    const char *l = getenv("SLIP_EXIT_LINGER_MS");
+    uint64_t linger;
+    char err[256];
+    slip_env__get(SLIP_ENV_EXIT_LINGER_MS, &linger, err, sizeof(err));
     preload_depth++;
-    slip_stack__exit(g_pre.stack, l && *l ? atoi(l) : 2000, share_keep);
+    slip_stack__exit(g_pre.stack, (int)linger, share_keep);
     preload_depth--;
 }
 
@@ -309,9 +337,13 @@ struct slip_stack *preload_stack(void)
 static void config_ifaces(struct slip_config *cfg)
 {
     static char names[SLIP_MAX_IFACES][IF_NAMESIZE];
-    const char *list = getenv("SLIP_IFACES");
+    uint64_t n, share;
+    char err[256];
+    /* Checked at init: a bad list is a warning and the default (strict mode stopped already). */
+    slip_env__get(SLIP_ENV_IFACES, &n, err, sizeof(err));
+    const char *list = n ? slip_env__text(SLIP_ENV_IFACES) : NULL;
     cfg->nifaces = 0;
-    if (list && *list) {
+    if (list) {
         char buf[256];
         snprintf(buf, sizeof(buf), "%s", list);
         for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && cfg->nifaces < SLIP_MAX_IFACES;
@@ -322,9 +354,9 @@ static void config_ifaces(struct slip_config *cfg)
     }
     for (unsigned i = 0; i < cfg->nifaces; i++)
         cfg->ifnames[i] = names[i];
-    const char *sh = getenv("SLIP_SHARE");
+    slip_env__get(SLIP_ENV_SHARE, &share, err, sizeof(err));
     g_share_name[0] = 0;
-    if (cfg->nifaces && !(sh && !strcmp(sh, "0")))
+    if (cfg->nifaces && share)
         slip_share__name(g_share_name, sizeof(g_share_name), cfg->ifnames, cfg->nifaces);
 }
 
@@ -373,8 +405,9 @@ static struct slip_stack *stack_open_once(void)
         progress_start();
         pthread_atfork(NULL, NULL, progress_atfork_child);
         stack_exit_register();
-        const char *d = getenv("SLIP_DUMP_AT_EXIT");
-        if (d && *d && strcmp(d, "0"))
+        uint64_t dump;
+        slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &dump, err, sizeof(err));
+        if (dump)
             atexit(dump_at_exit);
     }
     if (rc < 0) {

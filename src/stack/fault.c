@@ -1,39 +1,27 @@
 /* Fault injector decisions; see fault.h. The poll loop does the holding and copying. */
 #include "stack/fault.h"
 
+#include "base/env.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int env_ppm(const char *name, uint32_t *out, char *err, size_t errlen)
-{
-    const char *v = getenv(name);
-    *out = 0;
-    if (!v || !*v)
-        return 0;
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || x > 1000000) {
-        snprintf(err, errlen, "%s=%s is not valid: want parts per million, 0..1000000", name, v);
-        return -EINVAL;
-    }
-    *out = (uint32_t)x;
-    return 0;
-}
-
 int fault__init(struct fault *f, char *err, size_t errlen)
 {
-    memset(f, 0, sizeof(*f));
+    uint64_t drop, dup, reorder, seed;
     int rc;
-    if ((rc = env_ppm("SLIP_FAULT_DROP", &f->drop_ppm, err, errlen)) < 0 ||
-        (rc = env_ppm("SLIP_FAULT_DUP", &f->dup_ppm, err, errlen)) < 0 ||
-        (rc = env_ppm("SLIP_FAULT_REORDER", &f->reorder_ppm, err, errlen)) < 0)
+    memset(f, 0, sizeof(*f));
+    if ((rc = slip_env__get(SLIP_ENV_FAULT_DROP, &drop, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_FAULT_DUP, &dup, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_FAULT_REORDER, &reorder, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_FAULT_SEED, &seed, err, errlen)) < 0)
         return rc;
-    const char *seed = getenv("SLIP_FAULT_SEED");
-    f->rng = seed && *seed ? strtoull(seed, NULL, 0) : 1;
-    if (!f->rng)
-        f->rng = 1;
+    f->drop_ppm = (uint32_t)drop;       /* the table bounds them to 1000000 */
+    f->dup_ppm = (uint32_t)dup;
+    f->reorder_ppm = (uint32_t)reorder;
+    f->rng = seed ? seed : 1;
     f->on = f->drop_ppm || f->dup_ppm || f->reorder_ppm;
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/log.h"
 #include "ctl/ctl.h"
 #include "ip/ip.h"
@@ -38,7 +39,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 7
+#define SLIP_SHM_VERSION 8   /* 7: reassembly eviction state in struct ip_shared; 8: stack.kfd_refused */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -352,51 +353,32 @@ void slip_config__defaults(struct slip_config *c)
     c->busy_poll_budget = 64;
 }
 
-static int env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max, bool pow2, char *err, size_t errlen)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return 0;
-    char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || x < min || x > max || (pow2 && (x & (x - 1)))) {
-        snprintf(err, errlen, "%s=%s is not valid: want %s%u..%u", name, v, pow2 ? "a power of two in " : "", min, max);
-        return -EINVAL;
-    }
-    *out = (uint32_t)x;
-    return 0;
-}
+/* Every SLIP_* variable the stack reads goes through the one table and parser (base/env.h). */
+_Static_assert(SLIP_MAX_IFACES == 4, "SLIP_IFACES's row in base/env_vars.h says 4 interfaces");
 
 int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
 {
+    static const enum xsk_bind_mode binds[] = { XSK_BIND_AUTO, XSK_BIND_COPY, XSK_BIND_ZEROCOPY };
+    static const enum steer_xdp_mode modes[] = { STEER_XDP_AUTO, STEER_XDP_NATIVE, STEER_XDP_GENERIC };
+    uint64_t frame, ring, burst, busy, budget, bind, xdp;
     int rc;
-    if ((rc = env_u32("SLIP_FRAME_SIZE", &c->frame_size, 2048, 4096, true, err, errlen)) < 0 ||
-        (rc = env_u32("SLIP_RING_SIZE", &c->ring_size, 64, 16384, true, err, errlen)) < 0 ||
-        (rc = env_u32("SLIP_BURST", &c->burst, 1, 256, false, err, errlen)) < 0 ||
-        (rc = env_u32("SLIP_BUSY_POLL", &c->busy_poll_usec, 0, 1000000, false, err, errlen)) < 0 ||
-        (rc = env_u32("SLIP_BUSY_POLL_BUDGET", &c->busy_poll_budget, 1, 1024, false, err, errlen)) < 0)
+    if ((rc = slip_env__get(SLIP_ENV_FRAME_SIZE, &frame, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_RING_SIZE, &ring, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_BURST, &burst, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_BUSY_POLL, &busy, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_BUSY_POLL_BUDGET, &budget, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_BIND, &bind, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_XDP_MODE, &xdp, err, errlen)) < 0)
         return rc;
+    /* The table bounds every number below 2^32 and every index to its choices. */
+    c->frame_size = (uint32_t)frame;
+    c->ring_size = (uint32_t)ring;
+    c->burst = (uint32_t)burst;
+    c->busy_poll_usec = (uint32_t)busy;
+    c->busy_poll_budget = (uint32_t)budget;
     c->busy_poll = c->busy_poll_usec > 0;
-    const char *b = getenv("SLIP_BIND");
-    if (b && *b) {
-        if (!strcmp(b, "auto")) c->bind = XSK_BIND_AUTO;
-        else if (!strcmp(b, "copy")) c->bind = XSK_BIND_COPY;
-        else if (!strcmp(b, "zerocopy")) c->bind = XSK_BIND_ZEROCOPY;
-        else {
-            snprintf(err, errlen, "SLIP_BIND=%s is not valid: want auto, copy or zerocopy", b);
-            return -EINVAL;
-        }
-    }
-    const char *x = getenv("SLIP_XDP_MODE");
-    if (x && *x) {
-        if (!strcmp(x, "auto")) c->xdp = STEER_XDP_AUTO;
-        else if (!strcmp(x, "native")) c->xdp = STEER_XDP_NATIVE;
-        else if (!strcmp(x, "generic")) c->xdp = STEER_XDP_GENERIC;
-        else {
-            snprintf(err, errlen, "SLIP_XDP_MODE=%s is not valid: want auto, native or generic", x);
-            return -EINVAL;
-        }
-    }
+    c->bind = binds[bind];
+    c->xdp = modes[xdp];
     return 0;
 }
 

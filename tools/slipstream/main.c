@@ -12,7 +12,7 @@ struct command {
 
 static const struct command commands[] = {
     { "run",    cmd_run,    "run a program on the stack: run [--iface IF]... [--profile P] [--strict] -- CMD" },
-    { "config", cmd_config, "config --doc: every SLIP_* variable with its default" },
+    { "config", cmd_config, "config --doc | --markdown: every SLIP_* variable, its default and what it accepts" },
     { "doctor", cmd_doctor, "check privileges, kernel features and an interface; say what to fix" },
     { "stat",   cmd_stat,   "counters (and --conns: TCP connections) of the running stack: stat [--iface IF]..." },
     { "bench",  cmd_bench,  "raw AF_XDP benchmarks: bench xsk --iface IF --mode rxdrop|txonly|l2fwd" },

@@ -1,6 +1,8 @@
 /* `slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] -- CMD ARGS`:
  * runs CMD with libslipstream.so preloaded and the stack configured through SLIP_* variables.
- * Also `slipstream config --doc`, the list of every variable with its default. */
+ * Every SLIP_* value is checked first (base/env.h): a bad one stops it with exit 2. Also
+ * `slipstream config --doc` (every variable, its default and what it accepts) and `--markdown`
+ * (docs/CONFIG.md's tables), both from the parser's own table (base/env_vars.h). */
 #include <elf.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -12,44 +14,70 @@
 #include <unistd.h>
 
 #include "base/exe.h"
+#include "base/env.h"
 #include "tools/slipstream/cli.h"
 
-static const struct {
-    const char *name, *def, *doc;
-} options[] = {
-    { "SLIP_IFACES", "interfaces that are up with an IPv4 address, never lo", "comma-separated interfaces to accelerate (--iface)" },
-    { "SLIP_STRICT", "0", "1: fail instead of falling back to the kernel (--strict)" },
-    { "SLIP_SPIN_USEC", "0", "microseconds a blocking call, epoll_wait, poll or select spins before sleeping (latency profile: 100000)" },
-    { "SLIP_FRAME_SIZE", "4096", "UMEM frame size, 2048 or 4096" },
-    { "SLIP_RING_SIZE", "2048", "size of each AF_XDP ring, power of two 64..16384" },
-    { "SLIP_BURST", "64", "frames taken from a ring per poll, 1..256" },
-    { "SLIP_BIND", "auto", "AF_XDP bind mode: auto, copy, zerocopy" },
-    { "SLIP_XDP_MODE", "auto", "XDP attach mode: auto (native, else generic), native, generic" },
-    { "SLIP_BUSY_POLL", "0", "SO_BUSY_POLL microseconds on the AF_XDP sockets (0: off)" },
-    { "SLIP_BUSY_POLL_BUDGET", "64", "SO_BUSY_POLL_BUDGET" },
-    { "SLIP_LOG", "warn", "error, warn, info, debug" },
-    { "SLIP_SHARE", "1", "0: do not join (or serve) the stack another program opened on the same interfaces" },
-    { "SLIP_EXIT_LINGER_MS", "2000", "how long the last process of a stack keeps delivering written data at exit" },
-    { "SLIP_FAULT_DROP", "0", "test only: drop received frames, parts per million" },
-    { "SLIP_FAULT_DUP", "0", "test only: duplicate received frames, ppm" },
-    { "SLIP_FAULT_REORDER", "0", "test only: reorder received frames, ppm" },
-    { "SLIP_FAULT_SEED", "1", "test only: seed of the fault injector" },
+static const char *const section_title[] = {
+    [SLIP_ENV_STACK] = "The stack",
+    [SLIP_ENV_POSIX] = "The POSIX layer (slipstream run, libslipstream.so)",
+    [SLIP_ENV_INTERNAL] = "Set by the library itself, not by users",
+    [SLIP_ENV_FAULT] = "Test-only fault injection",
 };
+
+static void default_text(const struct slip_env_var *v, char *buf, size_t len)
+{
+    if (v->def && v->kind == SLIP_ENV_DURATION)
+        snprintf(buf, len, "%s %s", v->def, v->unit);
+    else
+        snprintf(buf, len, "%s", v->def ? v->def : v->def_doc ? v->def_doc : "unset");
+}
+
+/* docs/CONFIG.md's tables, generated from the same table the parser uses. */
+static void print_markdown(void)
+{
+    for (unsigned sec = SLIP_ENV_STACK; sec <= SLIP_ENV_FAULT; sec++) {
+        printf("%s### %s\n\n| variable | default | accepted | meaning |\n|---|---|---|---|\n",
+               sec == SLIP_ENV_STACK ? "" : "\n", section_title[sec]);
+        for (unsigned i = 0; i < SLIP_ENV_COUNT; i++) {
+            const struct slip_env_var *v = &slip_env_vars[i];
+            char def[128], acc[160];
+            if (v->section != sec)
+                continue;
+            default_text(v, def, sizeof(def));
+            slip_env__accepted((enum slip_env_id)i, acc, sizeof(acc));
+            printf("| `%s` | %s | %s | %s |\n", v->name, def, acc, v->doc);
+        }
+    }
+}
 
 int cmd_config(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--markdown")) {
+        print_markdown();
+        return 0;
+    }
     if (argc != 2 || strcmp(argv[1], "--doc") != 0) {
-        fprintf(stderr, "usage: slipstream config --doc\n");
+        fprintf(stderr, "usage: slipstream config --doc | --markdown\n");
         return 2;
     }
-    printf("%-22s %-8s %s\n", "variable", "default", "meaning");
-    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
-        if (strchr(options[i].def, ' '))
-            printf("%-22s %-8s %s (default: %s)\n", options[i].name, "-", options[i].doc, options[i].def);
+    printf("%-24s %-8s %s\n", "variable", "default", "meaning; accepted values");
+    for (unsigned i = 0; i < SLIP_ENV_COUNT; i++) {
+        const struct slip_env_var *v = &slip_env_vars[i];
+        char def[128], acc[160];
+        default_text(v, def, sizeof(def));
+        slip_env__accepted((enum slip_env_id)i, acc, sizeof(acc));
+        if (strchr(def, ' ') && v->kind != SLIP_ENV_DURATION)
+            printf("%-24s %-8s %s (default: %s); %s\n", v->name, "-", v->doc, def, acc);
         else
-            printf("%-22s %-8s %s\n", options[i].name, options[i].def, options[i].doc);
+            printf("%-24s %-8s %s; %s\n", v->name, def, v->doc, acc);
     }
     return 0;
+}
+
+static void run_bad(const char *line, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "slipstream run: %s\n", line);
 }
 
 /* Finds CMD on PATH as execvp would; 0 and the path, or -errno. */
@@ -72,8 +100,8 @@ static int which(const char *cmd, char *out, size_t len)
 
 static int find_library(char *out, size_t len)
 {
-    const char *env = getenv("SLIP_PRELOAD_LIB");
-    if (env && *env) {
+    const char *env = slip_env__text(SLIP_ENV_PRELOAD_LIB);
+    if (env) {
         snprintf(out, len, "%s", env);
         return access(out, R_OK) == 0 ? 0 : -errno;
     }
@@ -165,10 +193,14 @@ int cmd_run(int argc, char **argv)
         setenv("SLIP_IFACES", ifaces, 1);
     if (strict)
         setenv("SLIP_STRICT", "1", 1);
-    if (profile && !strcmp(profile, "latency") && !getenv("SLIP_SPIN_USEC"))
+    if (profile && !strcmp(profile, "latency") && !slip_env__text(SLIP_ENV_SPIN_USEC))
         setenv("SLIP_SPIN_USEC", "100000", 1);
-    if (profile && !strcmp(profile, "safe") && !getenv("SLIP_SPIN_USEC"))
+    if (profile && !strcmp(profile, "safe") && !slip_env__text(SLIP_ENV_SPIN_USEC))
         setenv("SLIP_SPIN_USEC", "0", 1);
+    /* Every SLIP_* value, the ones set above included, is checked before the program starts:
+     * a bad one stops here with one line each, never silently in the program. */
+    if (slip_env__check_all(run_bad, NULL))
+        return 2;
     execv(path, argv + i);
     fprintf(stderr, "slipstream run: cannot run %s: %s\n", path, strerror(errno));
     return 126;

@@ -256,15 +256,192 @@ TEST(test_reass_timeout_frees)
     harness_fini(&h);
 }
 
-TEST(test_reass_bounded_slots_and_buffers)
+/* Like feed_frag, from source src: the eviction tests need many sources (a source holds at most
+ * IP_REASS_PER_SRC datagrams). */
+static int feed_from(struct harness *h, be32 src, uint16_t id, size_t off, size_t len, bool more, struct ip_rx *rx)
+{
+    uint8_t buf[1500];
+    for (size_t i = 0; i < len; i++)
+        buf[i] = pattern(off + i);
+    struct wire_ipv4_repr ip = udp_to_us();
+    ip.src = src;
+    ip.id = id;
+    ip.frag_offset = (uint16_t)off;
+    ip.more_frags = more;
+    return ip_input(&h->env, h_rx_frame(h, &ip, buf, len), H_IFINDEX, rx);
+}
+
+static be32 nth_src(unsigned n) { return ip4(198, 19, (uint8_t)(n >> 8), (uint8_t)n); }
+
+static unsigned slots_used(const struct harness *h)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
+        n += h->ip->reass[i].used != 0;
+    return n;
+}
+
+/* Completes datagram (src, id) whose first 8 bytes were fed: 1 if it was still there. */
+static int finish(struct harness *h, be32 src, uint16_t id)
+{
+    struct ip_rx rx;
+    int r = feed_from(h, src, id, 8, 8, false, &rx);
+    if (r == 1) {
+        check_datagram(h, &rx, 16);
+        pkt__free_chain(&h->pool, rx.pkt);
+    }
+    return r;
+}
+
+/* Slots full of first fragments that never get their rest (the flood of issue 11): a new
+ * datagram still gets through, at the cost of the least recently active one. */
+TEST(test_reass_full_slots_evict_least_recently_active)
 {
     struct harness h;
     harness_init(&h);
     struct ip_rx rx;
-    for (unsigned i = 0; i < IP_REASS_SLOTS + 5; i++)
-        feed_frag(&h, (uint16_t)(100 + i), 0, 8, true, &rx);
-    CHECK(h.ip->c.reass_no_slot + h.ip->c.reass_no_buf, ==, 5);
-    CHECK(h.ip->reass_bufs, <=, h.ip->reass_max_bufs);
+    h.ip->reass_high = 256;     /* slots run out here, not frames */
+    h.ip->reass_low = 192;
+    for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
+        CHECK(feed_from(&h, nth_src(i), (uint16_t)i, 0, 8, true, &rx), ==, 0);
+    CHECK(slots_used(&h), ==, IP_REASS_SLOTS);
+    /* Datagram 0 is the oldest but gets a fragment now: datagram 1 becomes the least active. */
+    CHECK(feed_from(&h, nth_src(0), 0, 16, 8, true, &rx), ==, 0);
+    for (unsigned i = 0; i < 5; i++)
+        CHECK(feed_from(&h, nth_src(1000 + i), 7, 0, 8, true, &rx), ==, 0);
+    CHECK(h.ip->c.reass_evict_slot, ==, 5);
+    for (unsigned i = 0; i < 5; i++)
+        CHECK(finish(&h, nth_src(1000 + i), 7), ==, 1);
+    CHECK(h.ip->c.reass_ok, ==, 5);
+    /* Evicted in order of last activity: 1..5 went, 0 and 6 are still there. */
+    for (unsigned i = 1; i <= 5; i++)
+        CHECK(finish(&h, nth_src(i), (uint16_t)i), ==, 0);
+    CHECK(feed_from(&h, nth_src(0), 0, 8, 8, true, &rx), ==, 0);
+    int done = feed_from(&h, nth_src(0), 0, 24, 8, false, &rx);
+    CHECK(done, ==, 1);
+    if (done == 1) {
+        check_datagram(&h, &rx, 32);
+        pkt__free_chain(&h.pool, rx.pkt);
+    }
+    CHECK(finish(&h, nth_src(6), 6), ==, 1);
+    CHECK(h.ip->reass_bufs, <=, h.ip->reass_high);
+    harness_fini(&h);
+}
+
+/* One source floods: it recycles its own share of the slots, the others' datagrams stay. */
+TEST(test_reass_per_source_share)
+{
+    struct harness h;
+    harness_init(&h);
+    struct ip_rx rx;
+    be32 other = ip4(198, 18, 0, 1), flood = ip4(198, 19, 0, 1);
+    CHECK(feed_from(&h, other, 1, 0, 8, true, &rx), ==, 0);
+    for (unsigned i = 0; i < 1000; i++)
+        CHECK(feed_from(&h, flood, (uint16_t)(100 + i), 0, 8, true, &rx), ==, 0);
+    CHECK(slots_used(&h), ==, 1 + IP_REASS_PER_SRC);
+    CHECK(h.ip->c.reass_evict_src, ==, 1000 - IP_REASS_PER_SRC);
+    CHECK(h.ip->c.reass_evict_slot, ==, 0);
+    CHECK(finish(&h, other, 1), ==, 1);
+    /* The source's newest datagrams are the ones kept. */
+    CHECK(finish(&h, flood, (uint16_t)(100 + 999)), ==, 1);
+    CHECK(finish(&h, flood, (uint16_t)(100 + 999 - IP_REASS_PER_SRC)), ==, 0);
+    harness_fini(&h);
+}
+
+/* Above the high threshold of frames held, the least recently active datagrams go until the
+ * total is under the low threshold (the harness: high 64, low 48). */
+TEST(test_reass_memory_thresholds)
+{
+    struct harness h;
+    harness_init(&h);
+    struct ip_rx rx;
+    CHECK(h.ip->reass_high, ==, 64);
+    CHECK(h.ip->reass_low, ==, 48);
+    for (unsigned d = 0; d < 8; d++)
+        for (unsigned f = 0; f < 8; f++)
+            CHECK(feed_from(&h, nth_src(d), (uint16_t)d, 8 * f, 8, true, &rx), ==, 0);
+    CHECK(h.ip->reass_bufs, ==, 64);
+    CHECK(h.ip->c.reass_evict_mem, ==, 0);
+    /* One more for datagram 7: 0, 1 and 2 (8 frames each) go, 64 -> 40, then 41. */
+    CHECK(feed_from(&h, nth_src(7), 7, 64, 8, true, &rx), ==, 0);
+    CHECK(h.ip->c.reass_evict_mem, ==, 3);
+    CHECK(h.ip->reass_bufs, ==, 41);
+    CHECK(slots_used(&h), ==, 5);
+    CHECK(feed_from(&h, nth_src(2), 2, 64, 8, false, &rx), ==, 0);      /* gone: a new datagram */
+    CHECK(feed_from(&h, nth_src(3), 3, 64, 8, false, &rx), ==, 1);      /* kept: completes */
+    check_datagram(&h, &rx, 72);
+    pkt__free_chain(&h.pool, rx.pkt);
+    harness_fini(&h);
+}
+
+/* A datagram that alone reaches the high threshold is dropped, not the pool exhausted. */
+TEST(test_reass_memory_one_datagram_too_big)
+{
+    struct harness h;
+    harness_init(&h);
+    struct ip_rx rx;
+    for (unsigned f = 0; f < 64; f++)
+        CHECK(feed_from(&h, nth_src(1), 1, 8 * f, 8, true, &rx), ==, 0);
+    CHECK(h.ip->reass_bufs, ==, 64);
+    CHECK(feed_from(&h, nth_src(1), 1, 8 * 64, 8, true, &rx), ==, 0);
+    CHECK(h.ip->c.reass_evict_mem, ==, 1);
+    CHECK(h.ip->reass_bufs, ==, 0);
+    CHECK(slots_used(&h), ==, 0);
+    harness_fini(&h);
+}
+
+/* Under pressure (IP_REASS_PRESSURE_SLOTS in use) a datagram gets IP_REASS_PRESSURE_TIMEOUT,
+ * otherwise IP_REASS_TIMEOUT; expire() returns the deadline that applies. */
+TEST(test_reass_pressure_timeout)
+{
+    struct harness h;
+    harness_init(&h);
+    struct ip_rx rx;
+    slip_time_t t0 = h.env.now;
+    for (unsigned i = 0; i < IP_REASS_PRESSURE_SLOTS - 1; i++)
+        CHECK(feed_from(&h, nth_src(i), (uint16_t)i, 0, 8, true, &rx), ==, 0);
+    CHECK(ip_reass__pressure(h.ip), ==, false);
+    CHECK(ip_reass__expire(&h.env), ==, t0 + IP_REASS_TIMEOUT);
+    h.env.now = t0 + IP_REASS_PRESSURE_TIMEOUT;
+    CHECK(ip_reass__expire(&h.env), ==, t0 + IP_REASS_TIMEOUT);
+    CHECK(slots_used(&h), ==, IP_REASS_PRESSURE_SLOTS - 1);
+
+    /* One more, half a second in: pressure, so the first ones' deadline is now t0 + 1 s. */
+    h.env.now = t0 + IP_REASS_PRESSURE_TIMEOUT / 2;
+    CHECK(feed_from(&h, nth_src(500), 500, 0, 8, true, &rx), ==, 0);
+    CHECK(ip_reass__pressure(h.ip), ==, true);
+    CHECK(ip_reass__expire(&h.env), ==, t0 + IP_REASS_PRESSURE_TIMEOUT);
+    h.env.now = t0 + IP_REASS_PRESSURE_TIMEOUT;
+    /* Pressure is judged before the sweep: the survivor's deadline comes out as the short one,
+     * which costs one early wake-up at most. */
+    slip_time_t born = t0 + IP_REASS_PRESSURE_TIMEOUT / 2;
+    CHECK(ip_reass__expire(&h.env), ==, born + IP_REASS_PRESSURE_TIMEOUT);
+    CHECK(h.ip->c.reass_timeout_pressure, ==, IP_REASS_PRESSURE_SLOTS - 1);
+    CHECK(h.ip->c.reass_timeout, ==, 0);
+    CHECK(slots_used(&h), ==, 1);
+    CHECK(ip_reass__pressure(h.ip), ==, false);
+    /* The survivor, no longer under pressure, keeps the full timeout. */
+    h.env.now = born + IP_REASS_PRESSURE_TIMEOUT;
+    CHECK(ip_reass__expire(&h.env), ==, born + IP_REASS_TIMEOUT);
+    h.env.now = born + IP_REASS_TIMEOUT;
+    CHECK(ip_reass__expire(&h.env), ==, SLIP_TIME_NEVER);
+    CHECK(h.ip->c.reass_timeout, ==, 1);
+    harness_fini(&h);
+}
+
+/* Frames above the low threshold are pressure too, with few datagrams. */
+TEST(test_reass_pressure_from_frames)
+{
+    struct harness h;
+    harness_init(&h);
+    struct ip_rx rx;
+    for (unsigned f = 0; f < 49; f++)
+        CHECK(feed_from(&h, nth_src(1), 1, 8 * f, 8, true, &rx), ==, 0);
+    CHECK(ip_reass__pressure(h.ip), ==, true);
+    h.env.now += IP_REASS_PRESSURE_TIMEOUT;
+    CHECK(ip_reass__expire(&h.env), ==, SLIP_TIME_NEVER);
+    CHECK(h.ip->c.reass_timeout_pressure, ==, 1);
+    CHECK(h.ip->reass_bufs, ==, 0);
     harness_fini(&h);
 }
 

@@ -1,0 +1,65 @@
+/* Every SLIP_* environment variable, one row each: the parser (env.c), `slipstream config --doc`
+ * and `--markdown` (docs/CONFIG.md's tables) all come from this list.
+ *
+ * To add a variable: add one row X(NAME, KIND, SECTION, fields...) below (NAME without "SLIP_"),
+ * read it with slip_env__get(SLIP_ENV_NAME, ...) (numbers, booleans, enum indexes) or
+ * slip_env__text() (lists, text), then regenerate docs/CONFIG.md's tables with
+ * `build/slipstream config --markdown` (tests/system/test_config.py checks they agree).
+ * Fields: .min/.max (INT, DURATION: the range, in .unit for a duration; LIST: how many items),
+ * .unit ("us" or "ms", DURATION), .choices ("a,b,c", ENUM: slip_env__get gives the index),
+ * .flags (SLIP_ENV_POW2), .def (the default as it would be written; NULL: unset, described by
+ * .def_doc), .doc (one line). */
+#ifndef SLIP_BASE_ENV_VARS_H
+#define SLIP_BASE_ENV_VARS_H
+
+#define SLIP_ENV_VARS(X) \
+    X(FRAME_SIZE, INT, STACK, .min = 2048, .max = 4096, .flags = SLIP_ENV_POW2, .def = "4096", \
+      .doc = "UMEM frame size") \
+    X(RING_SIZE, INT, STACK, .min = 64, .max = 16384, .flags = SLIP_ENV_POW2, .def = "2048", \
+      .doc = "size of each AF_XDP ring (RX, TX, fill, completion)") \
+    X(BURST, INT, STACK, .min = 1, .max = 256, .def = "64", \
+      .doc = "frames taken from a ring per poll") \
+    X(BIND, ENUM, STACK, .choices = "auto,copy,zerocopy", .def = "auto", \
+      .doc = "AF_XDP bind: auto (zero-copy if the driver allows, else copy), copy, zerocopy (fail if refused)") \
+    X(XDP_MODE, ENUM, STACK, .choices = "auto,native,generic", .def = "auto", \
+      .doc = "XDP attach: auto (native, else generic with a warning), native (fail without driver support), generic") \
+    X(BUSY_POLL, DURATION, STACK, .min = 0, .max = 1000000, .unit = "us", .def = "0", \
+      .doc = "busy polling per AF_XDP socket (SO_BUSY_POLL with SO_PREFER_BUSY_POLL); 0: off") \
+    X(BUSY_POLL_BUDGET, INT, STACK, .min = 1, .max = 1024, .def = "64", \
+      .doc = "SO_BUSY_POLL_BUDGET") \
+    X(LOG, ENUM, STACK, .choices = "error,warn,info,debug", .def = "warn", \
+      .doc = "the least severe messages printed") \
+    X(IFACES, LIST, POSIX, .min = 1, .max = 4, \
+      .def_doc = "the interfaces that are up with an IPv4 address, never lo", \
+      .doc = "comma-separated interfaces to accelerate (--iface)") \
+    X(STRICT, BOOL, POSIX, .def = "0", \
+      .doc = "1: fail instead of falling back to the kernel, also on a bad SLIP_* value (--strict)") \
+    X(SPIN_USEC, DURATION, POSIX, .min = 0, .max = 10000000, .unit = "us", .def = "0", \
+      .doc = "how long a blocking call, epoll_wait, poll or select spins (polling the stack, the kernel fds every 16th round) before it sleeps; a signal handler that runs meanwhile ends the wait with EINTR (latency profile)") \
+    X(SHARE, BOOL, POSIX, .def = "1", \
+      .doc = "0: do not join or serve a stack other programs on the same interfaces opened") \
+    X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
+      .doc = "how long the last process of a stack keeps delivering written data at exit") \
+    X(IO_URING, BOOL, POSIX, .def = "0", \
+      .doc = "1: let the program create io_uring instances; by default io_uring_setup fails with ENOSYS (one warning line): socket work submitted through io_uring would bypass the stack, and libuv and others fall back to epoll") \
+    X(PRELOAD_LIB, TEXT, POSIX, .def_doc = "libslipstream.so next to the slipstream binary", \
+      .doc = "the library slipstream run preloads") \
+    X(DUMP_AT_EXIT, BOOL, POSIX, .def = "0", \
+      .doc = "1: print the stack's counters and connections to stderr when the program exits (diagnostics)") \
+    X(EPOLL_ALL_MS, DURATION, POSIX, .min = 1, .max = 3600000, .unit = "ms", .def = "100", \
+      .doc = "how often epoll_wait looks at every member of a set, not only those with an event since it last looked (a safety net; tests set it high so that an event found only by it shows as late)") \
+    X(NO_PROGRESS_THREAD, BOOL, POSIX, .def = "0", \
+      .doc = "1: no progress thread (tests only: nothing then polls the stack while every thread computes or sleeps elsewhere)") \
+    X(ATTACH, TEXT, INTERNAL, .doc = "the stack a process inherits across exec and posix_spawn") \
+    X(FDS, TEXT, INTERNAL, .doc = "the accelerated fds a process inherits with SLIP_ATTACH") \
+    X(KFDS, TEXT, INTERNAL, .doc = "the port-reservation sockets a process inherits with SLIP_ATTACH (the only fd numbers from shared memory it will close)") \
+    X(FAULT_DROP, INT, FAULT, .min = 0, .max = 1000000, .def = "0", \
+      .doc = "drop received frames, parts per million") \
+    X(FAULT_DUP, INT, FAULT, .min = 0, .max = 1000000, .def = "0", \
+      .doc = "deliver received frames twice, ppm") \
+    X(FAULT_REORDER, INT, FAULT, .min = 0, .max = 1000000, .def = "0", \
+      .doc = "hold a frame back until 3 later frames passed it (or 2 ms), ppm") \
+    X(FAULT_SEED, INT, FAULT, .min = 0, .max = UINT64_MAX, .def = "1", \
+      .doc = "PRNG seed (0 is taken as 1)")
+
+#endif
