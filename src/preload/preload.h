@@ -187,4 +187,7 @@ SLIP_CALLS(SLIP_DECLARE_PRE)
 int pre_fcntl(int fd, int cmd, long arg);
 int pre_ioctl(int fd, unsigned long req, void *arg);
 
+/* This process just opened a stack (not joined one): start its guardian (guard.c). */
+void preload_guard_start(struct slip_stack *s);
+
 #endif

@@ -29,6 +29,7 @@ static const struct {
     { "SLIP_LOG", "warn", "error, warn, info, debug" },
     { "SLIP_SHARE", "1", "0: do not join (or serve) the stack another program opened on the same interfaces" },
     { "SLIP_EXIT_LINGER_MS", "2000", "how long the last process of a stack keeps delivering written data at exit" },
+    { "SLIP_GUARD", "the slipstream binary", "program run as the stack's guardian (slipstream guard); 0: no guardian" },
     { "SLIP_FAULT_DROP", "0", "test only: drop received frames, parts per million" },
     { "SLIP_FAULT_DUP", "0", "test only: duplicate received frames, ppm" },
     { "SLIP_FAULT_REORDER", "0", "test only: reorder received frames, ppm" },
@@ -186,6 +187,13 @@ int cmd_run(int argc, char **argv)
     char pre[2 * PATH_MAX];
     snprintf(pre, sizeof(pre), "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
+    /* The library starts the stack's guardian with this very binary (`slipstream guard`). */
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (sl > 0 && !getenv("SLIP_GUARD")) {
+        self[sl] = 0;
+        setenv("SLIP_GUARD", self, 1);
+    }
     if (*ifaces)
         setenv("SLIP_IFACES", ifaces, 1);
     if (strict)
