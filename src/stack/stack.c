@@ -2303,8 +2303,10 @@ static bool guard_pending(const struct tcp_conn *c)
 
 bool slip_stack__guard_pending(struct slip_stack *s)
 {
-    /* Without the lock: only the dead (or an exiting process that is about to be) change it. */
-    for (uint32_t i = 0; i < s->tcp->high_water; i++)
+    /* Without the lock: only the dead (or an exiting process that is about to be) change it.
+     * Bounded by what the arena was built with: the guardian outlives whoever wrote it last. */
+    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    for (uint32_t i = 0; i < hw; i++)
         if (guard_pending(&s->tcp->conns[i]))
             return true;
     return false;
@@ -2334,7 +2336,8 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
     stack_locked_by_us(s);
     env_refresh(s, now_ns());
     unsigned left = 0;
-    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    for (uint32_t i = 0; i < hw; i++) {
         struct tcp_conn *c = &s->tcp->conns[i];
         if (c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
             continue;
