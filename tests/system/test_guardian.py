@@ -155,3 +155,37 @@ def test_fork_server_ends_only_when_both_died(testbed, slip):
     t_kill = time.monotonic()
     finish(cl, t_kill, "fork server, both killed")   # also fails on an end before the second kill
     srv.communicate(timeout=10)
+
+
+def test_server_keeps_working_when_its_guardian_dies(testbed, slip):
+    """The guardian is a safety net, not a dependency: killing it changes nothing for the server."""
+    a, b = testbed.host("a"), testbed.host("b")
+    server = ("import socket\n"
+              "l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+              "l.bind(('0.0.0.0', 7403)); l.listen(8); print('listening', flush=True)\n"
+              "while True:\n"
+              "    c, _ = l.accept(); c.sendall(b'hello'); c.close()\n")
+    srv = b.popen(slip([sys.executable, "-c", server]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "listening"
+    client = [sys.executable, "-c",
+              "import socket\n"
+              f"for _ in range(3):\n"
+              f"    s = socket.create_connection(('{B_ADDR}', 7403), timeout=5); d = b''\n"
+              "    while True:\n"
+              "        x = s.recv(100)\n"
+              "        if not x: break\n"
+              "        d += x\n"
+              "    assert d == b'hello', d\n"
+              "print('ok')\n"]
+    assert a.run(client, timeout=30).stdout.strip() == "ok"
+    g = guardians(b)
+    assert g, "no guardian running next to the accelerated server"
+    for pid in g:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    r = a.run(client, timeout=30)
+    assert r.stdout.strip() == "ok", (r.stdout, r.stderr)
+    assert srv.poll() is None, srv.stderr.read()
+    srv.kill()
+    _, err = srv.communicate(timeout=10)
+    assert "not accelerated" not in err, err
