@@ -2342,8 +2342,10 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
         if (c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
             continue;
         if (c->state == TCPS_LISTEN) {
-            /* its unaccepted children get RST from the engine */
+            /* Its unaccepted children get RST from the engine; closed children still delivering
+             * were steered by its claim, and get their own first. */
             if (c->flags & TCPF_USER) {
+                listener_handover(s, (int)i);
                 tcp_conn__close(&s->env, s->tcp, (slip_idx_t)i);
                 tcp_res_release(s, &s->tres[i]);
             }

@@ -189,3 +189,57 @@ def test_server_keeps_working_when_its_guardian_dies(testbed, slip):
     srv.kill()
     _, err = srv.communicate(timeout=10)
     assert "not accelerated" not in err, err
+
+
+CLOSED_SERVER = r"""
+import socket, sys, time
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('0.0.0.0', int(sys.argv[1]))); l.listen(8); print('listening', flush=True)
+c, _ = l.accept()
+c.sendall(b'y' * int(sys.argv[2]))     # most of it waits in the stack: the peer's window is small
+c.close()
+import os
+print('closed', os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+SLOW_PEER = r"""
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+s.connect((sys.argv[1], int(sys.argv[2]))); print('connected', flush=True)
+t = float(sys.stdin.readline().split()[1])
+s.settimeout(4); n = 0; kind = 'none'
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            kind = 'eof'; break
+        n += len(d)
+except ConnectionResetError:
+    kind = 'rst'
+except socket.timeout:
+    pass
+print(kind, n, round(time.monotonic() - t, 3), flush=True)
+"""
+
+
+def test_data_written_before_close_still_delivered_after_kill(testbed, slip):
+    """What the application wrote and closed before it was killed is delivered, then FIN (the
+    guardian polls the stack until SLIP_EXIT_LINGER_MS after the death), as the kernel would."""
+    a, b = testbed.host("a"), testbed.host("b")
+    size = 200 * 1024
+    srv = b.popen(slip([sys.executable, "-c", CLOSED_SERVER, "7404", str(size)]),
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "listening"
+    cl = a.popen([sys.executable, "-c", SLOW_PEER, B_ADDR, "7404"], stdin=subprocess.PIPE,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert cl.stdout.readline().strip() == "connected"
+    line = srv.stdout.readline().split()
+    assert line and line[0] == "closed", (line, srv.stderr.read() if srv.poll() is not None else "")
+    t_kill = time.monotonic()
+    os.kill(int(line[1]), signal.SIGKILL)
+    out, err = cl.communicate(f"killed {t_kill}\n", timeout=30)
+    kind, n, secs = out.split()
+    print(f"closed with data, then kill -9: the peer got {n} of {size} bytes and {kind} {secs} s after the kill")
+    assert (kind, int(n)) == ("eof", size), (out, err)
+    srv.communicate(timeout=10)
