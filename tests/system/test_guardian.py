@@ -62,6 +62,11 @@ def guardians(host):
     return out
 
 
+def stat_of(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return {"ppid": int(f[1]), "sid": int(f[3])}
+
+
 def finish(cl, t_kill, label):
     """Tells the client when the kill happened; returns {conn: (kind, seconds)} and prints it."""
     try:
@@ -92,6 +97,9 @@ def test_kill9_server_peers_see_end(testbed, slip):
     srv, cl, pid, _ = start(testbed, slip, 7400)
     b = testbed.host("b")
     running = guardians(b)
+    for g in running:
+        # not the server's child (no zombie in its wait()), not in its session (its signals)
+        assert stat_of(g)["ppid"] != pid and stat_of(g)["sid"] != stat_of(pid)["sid"], (stat_of(g), stat_of(pid))
     t_kill = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     finish(cl, t_kill, "kill -9")
