@@ -49,7 +49,7 @@ static int guard_exe(char *out, size_t len)
     return -ENOENT;
 }
 
-void preload_guard_start(struct slip_stack *s)
+void preload_guard_start(struct slip_stack *s, const char *share)
 {
     const char *env = getenv("SLIP_GUARD");
     if (env && !strcmp(env, "0"))
@@ -101,7 +101,9 @@ void preload_guard_start(struct slip_stack *s)
         snprintf(log, sizeof(log), "SLIP_LOG=%s", g);
     char pid[32];
     snprintf(pid, sizeof(pid), "%d", (int)getpid());
-    char *argv[] = { exe, "guard", pid, NULL };
+    char name[128];
+    snprintf(name, sizeof(name), "%s", share ? share : "");
+    char *argv[] = { exe, "guard", pid, name, NULL };
     char *envp[] = { linger, log, NULL };
     pid_t child;
     rc = real_posix_spawn(&child, exe, &fa, &at, argv, envp);

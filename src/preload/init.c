@@ -340,7 +340,7 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
         }
     }
     if (opened)
-        preload_guard_start(g_pre.stack);
+        preload_guard_start(g_pre.stack, g_share_name);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stack/share.h"
 #include "stack/stack.h"
 
 #define GUARD_MAX_FDS  (1 + SLIP_MAX_IFACES * (4 + SLIP_MAX_QUEUES))
@@ -126,8 +127,22 @@ int slip_guard__adopt(struct slip_stack **out, int sock, char *err, size_t errle
     return rc;
 }
 
-void slip_guard__run(struct slip_stack *s, int linger_ms)
+/* While the guardian delivers what the dead had closed, a program started on the same
+ * interfaces (a server restarted at once) joins this stack, as it would join a process lingering
+ * in exit: the guardian serves the stack's sharing name meanwhile. */
+static void serve_joiners(struct slip_stack *s, const char *share, int *lfd)
 {
+    if (!share || !*share)
+        return;
+    if (*lfd < 0)
+        *lfd = slip_share__listen(share);
+    if (*lfd >= 0)
+        slip_share__serve(s, *lfd);
+}
+
+void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share)
+{
+    int lfd = -1;
     slip_time_t alone_since = 0;        /* when no process of the stack was alive any more */
     for (;;) {
         nap_ms(GUARD_LOOK_MS);
@@ -151,10 +166,14 @@ void slip_guard__run(struct slip_stack *s, int linger_ms)
         bool joined = false;
         while (left && now_ns() < end && !joined) {
             slip_stack__wait(s, 10);
+            serve_joiners(s, share, &lfd);
             joined = !slip_stack__orphaned(s, 0);
             if (!joined)
                 left = slip_stack__guard_sweep(s, false);
         }
+        if (lfd >= 0)
+            close(lfd);     /* the joined program's processes serve the name from now on */
+        lfd = -1;
         if (joined) {
             alone_since = 0;
             continue;

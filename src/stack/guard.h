@@ -21,8 +21,9 @@ int slip_guard__handoff(struct slip_stack *s, int sock);
 /* Guardian side: receives that message and attaches to the stack without a process slot. */
 int slip_guard__adopt(struct slip_stack **out, int sock, char *err, size_t errlen);
 /* Watches the stack until every process of it is dead, ends their connections, returns. linger_ms
- * bounds the delivery of what they had written and closed (SLIP_EXIT_LINGER_MS). */
-void slip_guard__run(struct slip_stack *s, int linger_ms);
+ * bounds the delivery of what they had written and closed (SLIP_EXIT_LINGER_MS); meanwhile
+ * programs may join the stack under the sharing name share (share.h; NULL or empty: none). */
+void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share);
 
 /* Implemented by the stack (stack.c) for the guardian. */
 /* The description slip_stack__attach takes, marked as the guardian's (no slot). */

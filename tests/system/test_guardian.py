@@ -251,3 +251,45 @@ def test_data_written_before_close_still_delivered_after_kill(testbed, slip):
     print(f"closed with data, then kill -9: the peer got {n} of {size} bytes and {kind} {secs} s after the kill")
     assert (kind, int(n)) == ("eof", size), (out, err)
     srv.communicate(timeout=10)
+
+
+def test_program_started_after_kill_joins_the_stack_being_finished(testbed, slip):
+    """While the guardian delivers what a killed server had closed, a server restarted at once
+    joins that stack (as it joins one lingering in exit) instead of falling back to the kernel,
+    and the delivery goes on there."""
+    a, b = testbed.host("a"), testbed.host("b")
+    size = 200 * 1024
+    srv = b.popen(["env", "SLIP_EXIT_LINGER_MS=6000",
+                   *slip([sys.executable, "-c", CLOSED_SERVER, "7405", str(size)])],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "listening"
+    cl = a.popen([sys.executable, "-c", SLOW_PEER, B_ADDR, "7405"], stdin=subprocess.PIPE,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert cl.stdout.readline().strip() == "connected"
+    line = srv.stdout.readline().split()
+    assert line and line[0] == "closed", (line, srv.stderr.read() if srv.poll() is not None else "")
+    os.kill(int(line[1]), signal.SIGKILL)
+    t_kill = time.monotonic()
+    srv.communicate(timeout=10)
+    time.sleep(0.6)     # the guardian has taken over (and holds the interfaces)
+    server2 = [sys.executable, "-c",
+               "import socket\n"
+               "l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "l.bind(('0.0.0.0', 7406)); l.listen(8); print('listening', flush=True)\n"
+               "c, _ = l.accept(); c.sendall(b'second'); c.close()\n"]
+    t0 = time.monotonic()
+    s2 = b.popen(slip(server2), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert s2.stdout.readline().strip() == "listening", s2.stderr.read()
+    listened = time.monotonic() - t0
+    r = a.run([sys.executable, "-c",
+               f"import socket; s = socket.create_connection(('{B_ADDR}', 7406), timeout=5)\n"
+               "d = b''\nwhile len(d) < 6:\n    x = s.recv(100)\n    assert x, d\n    d += x\nprint(d.decode())\n"],
+              timeout=30)
+    _, err2 = s2.communicate(timeout=30)
+    out, err = cl.communicate(f"killed {t_kill}\n", timeout=30)
+    print(f"second server listening {listened:.3f} s after it started ({t0 - t_kill:.3f} s after the kill); "
+          f"first peer: {out.strip()}")
+    assert "not accelerated" not in err2, err2
+    assert r.stdout.strip() == "second", (r.stdout, r.stderr)
+    kind, n, _ = out.split()
+    assert (kind, int(n)) == ("eof", size), (out, err)

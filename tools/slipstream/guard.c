@@ -18,7 +18,8 @@
 int cmd_guard(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: slipstream guard (started by libslipstream.so with a stack on fd %d)\n", GUARD_FD);
+        printf("usage: slipstream guard PID [SHARING_NAME] (started by libslipstream.so with a stack on fd %d)\n",
+               GUARD_FD);
         return 0;
     }
     if (fcntl(GUARD_FD, F_GETFD) < 0) {
@@ -40,6 +41,7 @@ int cmd_guard(int argc, char **argv)
         return 1;
     }
     const char *l = getenv("SLIP_EXIT_LINGER_MS");
-    slip_guard__run(s, l && *l ? atoi(l) : 2000);
+    /* argv: guard OPENER_PID [SHARING_NAME] */
+    slip_guard__run(s, l && *l ? atoi(l) : 2000, argc > 2 ? argv[2] : NULL);
     return 0;
 }
