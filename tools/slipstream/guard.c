@@ -2,11 +2,12 @@
  * when a program opens a stack, never by hand. The stack arrives on fd 3. The first process forks
  * the guardian and exits at once: the program that started it reaps it, and the guardian is
  * nobody's child there (no zombie in the application's wait()). */
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "stack/guard.h"
@@ -32,6 +33,16 @@ int cmd_guard(int argc, char **argv)
     if (p > 0)
         _exit(0);
     prctl(PR_SET_NAME, "slip-guard", 0, 0, 0);
+    if (chdir("/") < 0) {
+        /* only keeps the application's directory busy */
+    }
+    /* It ends by itself once the stack's processes are gone (at most SLIP_EXIT_LINGER_MS later):
+     * a service manager stopping everything with SIGTERM, then SIGKILL for what remains, must
+     * not take away the one process that would tell the peers of a server killed that way. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
     struct slip_stack *s = NULL;
     char err[256] = "";
     int rc = slip_guard__adopt(&s, GUARD_FD, err, sizeof(err));
