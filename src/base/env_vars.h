@@ -39,9 +39,11 @@
     X(SHARE, BOOL, POSIX, .def = "1", \
       .doc = "0: do not join or serve a stack other programs on the same interfaces opened") \
     X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
-      .doc = "how long the last process of a stack keeps delivering written data at exit") \
+      .doc = "how long the last process of a stack keeps delivering written data at exit (and the stack's guardian, after every process was killed, what they had closed)") \
     X(IO_URING, BOOL, POSIX, .def = "0", \
       .doc = "1: let the program create io_uring instances; by default io_uring_setup fails with ENOSYS (one warning line): socket work submitted through io_uring would bypass the stack, and libuv and others fall back to epoll") \
+    X(GUARD, TEXT, POSIX, .def_doc = "the slipstream binary (slipstream run sets it to itself), else the one next to the library", \
+      .doc = "the program started as the stack's guardian (slipstream guard), which resets the connections of a stack whose processes all died; 0: no guardian") \
     X(PRELOAD_LIB, TEXT, POSIX, .def_doc = "libslipstream.so next to the slipstream binary", \
       .doc = "the library slipstream run preloads") \
     X(DUMP_AT_EXIT, BOOL, POSIX, .def = "0", \

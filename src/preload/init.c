@@ -362,7 +362,8 @@ static void config_ifaces(struct slip_config *cfg)
 
 /* Joins the stack another program opened on the same interfaces, else opens one. Two programs
  * starting together may both find nobody serving: the one whose open fails because the other
- * took the interfaces joins it once it serves. */
+ * took the interfaces joins it once it serves. The interfaces may also still be held by the
+ * guardian of a stack whose programs all ended (it lets go within a second): open again. */
 static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
 {
     int rc = -ENOENT;
@@ -377,6 +378,7 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
     if (rc != -ENOENT)
         return rc;
     rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
+    bool opened = rc == 0;
     for (int i = 0; (rc == -EBUSY || rc == -EEXIST) && g_share_name[0] && i < 20; i++) {
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
@@ -386,7 +388,15 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
             rc = 0;
         else if (r2 != -ENOENT)
             break;
+        else if ((r2 = slip_stack__open(&g_pre.stack, cfg, e2, sizeof(e2))) != -EBUSY && r2 != -EEXIST) {
+            rc = r2;
+            opened = r2 == 0;
+            if (r2 < 0)
+                snprintf(err, errlen, "%s", e2);
+        }
     }
+    if (opened)
+        preload_guard_start(g_pre.stack, g_share_name);
     return rc;
 }
 

@@ -207,4 +207,9 @@ SLIP_CALLS(SLIP_DECLARE_PRE)
 int pre_fcntl(int fd, int cmd, long arg);
 int pre_ioctl(int fd, unsigned long req, void *arg);
 
+/* This process just opened a stack (not joined one): start its guardian (guard.c), which lets
+ * programs join under the sharing name share (empty: sharing is off) while it finishes a stack
+ * whose processes died. */
+void preload_guard_start(struct slip_stack *s, const char *share);
+
 #endif

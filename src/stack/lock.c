@@ -80,3 +80,10 @@ void slip_lock__release(struct slip_lock *l)
         futex_wake(&l->word);
     }
 }
+
+void slip_lock__seize(struct slip_lock *l)
+{
+    /* 1, not 2: whoever waited died too */
+    atomic_store_explicit(&l->word, 1, memory_order_seq_cst);
+    l->stolen++;
+}

@@ -32,6 +32,7 @@
 #include "stack/arena.h"
 #include "stack/fault.h"
 #include "stack/kfd.h"
+#include "stack/guard.h"
 #include "stack/lock.h"
 #include "stack/proc.h"
 #include "tcp/tcp.h"
@@ -145,6 +146,7 @@ struct slip_stack {
     int proc;                   /* this process's slot in shm->procs, -1 without one */
     bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
     slip_time_t reap_next;
+    bool guard;                 /* the stack's guardian (guard.c): no slot, no reservation fds */
 };
 
 
@@ -296,7 +298,7 @@ static void proc_kfd_hold(struct slip_stack *s, unsigned i)
 static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
 {
     struct slip_procs *t = &s->shm->procs;
-    bool mine = s->proc < 0;
+    bool mine = s->proc < 0 && !s->guard;   /* fd numbers of the dead mean nothing in the guardian */
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
         struct slip_proc *p = &t->p[k];
         if (!held_test(p, i))
@@ -1331,16 +1333,18 @@ int slip_stack__reap(struct slip_stack *s)
 
 /* Connections still delivering what the application wrote before closing: data or FIN not
  * acknowledged yet. */
+static bool conn_unfinished(const struct tcp_conn *c)
+{
+    return c->state == TCPS_FIN_WAIT_1 || c->state == TCPS_CLOSING || c->state == TCPS_LAST_ACK ||
+           ((c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT) && c->sndq.bytes);
+}
+
 static unsigned tcp_unfinished(struct slip_stack *s)
 {
     unsigned n = 0;
     stack_lock(s);
-    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
-        const struct tcp_conn *c = &s->tcp->conns[i];
-        if (c->state == TCPS_FIN_WAIT_1 || c->state == TCPS_CLOSING || c->state == TCPS_LAST_ACK ||
-            ((c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT) && c->sndq.bytes))
-            n++;
-    }
+    for (uint32_t i = 0; i < s->tcp->high_water; i++)
+        n += conn_unfinished(&s->tcp->conns[i]);
     stack_unlock(s);
     return n;
 }
@@ -2300,7 +2304,10 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         s->txq[i].ifindex = f->ifindex;
     }
     char *pt = strtok_r(NULL, ";", &save);
-    proc_register(s, pt && pt[0] == 'p' ? atoi(pt + 1) : -1);
+    if (pt && pt[0] == 'g')
+        s->guard = true;        /* no slot: the guardian is not a process of the stack */
+    else
+        proc_register(s, pt && pt[0] == 'p' ? atoi(pt + 1) : -1);
     /* A netlink socket of our own; the tables are shared and already filled. */
     if ((rc = ctl__open(&s->ctl, s->ctl_t)) < 0) {
         snprintf(err, errlen, "netlink: %s", strerror(-rc));
@@ -2324,4 +2331,92 @@ fail:
         close(s->accept_bell);
     free(s);
     return rc < 0 ? rc : -EINVAL;
+}
+
+/* ---- for the stack's guardian (guard.h) ---- */
+
+int slip_stack__describe_for_guard(struct slip_stack *s, char *buf, size_t len)
+{
+    int rc = describe(s, -1, buf, len, no_clear);
+    size_t n = strlen(buf);
+    if (rc < 0 || n + 3 > len)
+        return rc < 0 ? rc : -ENOSPC;
+    memcpy(buf + n, ";g", 3);
+    return 0;
+}
+
+bool slip_stack__orphaned(struct slip_stack *s, slip_time_t quiet_ns)
+{
+    /* Reserved slots (a fork or spawn under way) do not count: their parent does, while alive. */
+    for (int i = 0; i < SLIP_PROC_MAX; i++)
+        if (__atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_ACQUIRE) > 0 && !slip_procs__dead(&s->shm->procs, i))
+            return false;
+    return now_ns() - __atomic_load_n(&s->shm->last_poll, __ATOMIC_RELAXED) >= quiet_ns;
+}
+
+/* A connection the application still holds (it never closed it), or one still delivering what it
+ * wrote before closing. */
+static bool guard_pending(const struct tcp_conn *c)
+{
+    return c->state != TCPS_CLOSED && c->state != TCPS_TIME_WAIT && ((c->flags & TCPF_USER) || conn_unfinished(c));
+}
+
+bool slip_stack__guard_pending(struct slip_stack *s)
+{
+    /* Without the lock: only the dead (or an exiting process that is about to be) change it.
+     * Bounded by what the arena was built with: the guardian outlives whoever wrote it last. */
+    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    for (uint32_t i = 0; i < hw; i++)
+        if (guard_pending(&s->tcp->conns[i]))
+            return true;
+    return false;
+}
+
+/* Lock held: RST and free connection i, and give back its port reservation and XDP claim as
+ * slip_tcp__close does. */
+static void guard_abort(struct slip_stack *s, unsigned i)
+{
+    struct tcp_res *r = &s->tres[i];
+    tcp_conn__abort(&s->env, s->tcp, (slip_idx_t)i);
+    if (r->key || r->kfd >= 0) {
+        if (!r->pending) {
+            r->pending = 1;
+            s->shm->tres_pending++;
+        }
+        if (tcp_res_done(s, i))
+            tcp_res_release(s, r);
+    }
+}
+
+unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
+{
+    /* Every process is dead: a holder of the lock is too, take it over at once. */
+    if (!slip_lock__try(&s->shm->lock))
+        slip_lock__seize(&s->shm->lock);
+    stack_locked_by_us(s);
+    env_refresh(s, now_ns());
+    unsigned left = 0;
+    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    for (uint32_t i = 0; i < hw; i++) {
+        struct tcp_conn *c = &s->tcp->conns[i];
+        if (c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
+            continue;
+        if (c->state == TCPS_LISTEN) {
+            /* Its unaccepted children get RST from the engine; closed children still delivering
+             * were steered by its claim, and get their own first. */
+            if (c->flags & TCPF_USER) {
+                listener_handover(s, (int)i);
+                tcp_conn__close(&s->env, s->tcp, (slip_idx_t)i);
+                tcp_res_release(s, &s->tres[i]);
+            }
+        } else if (all || (c->flags & TCPF_USER)) {
+            guard_abort(s, i);
+        } else {
+            left += conn_unfinished(c);
+        }
+    }
+    uncork_all(s);
+    ip_output__flush(&s->env);
+    stack_unlock(s);
+    return left;
 }

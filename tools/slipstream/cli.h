@@ -7,5 +7,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
+int cmd_guard(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static const struct command commands[] = {
     { "config", cmd_config, "config --doc | --markdown: every SLIP_* variable, its default and what it accepts" },
     { "doctor", cmd_doctor, "check privileges, kernel features and an interface; say what to fix" },
     { "stat",   cmd_stat,   "counters (and --conns: TCP connections) of the running stack: stat [--iface IF]..." },
+    { "guard",  cmd_guard,  "the guardian of a stack (started by libslipstream.so, not by hand)" },
     { "bench",  cmd_bench,  "raw AF_XDP benchmarks: bench xsk --iface IF --mode rxdrop|txonly|l2fwd" },
 };
 

@@ -189,6 +189,13 @@ int cmd_run(int argc, char **argv)
     char pre[2 * PATH_MAX];
     snprintf(pre, sizeof(pre), "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
+    /* The library starts the stack's guardian with this very binary (`slipstream guard`). */
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (sl > 0 && !slip_env__text(SLIP_ENV_GUARD)) {
+        self[sl] = 0;
+        setenv("SLIP_GUARD", self, 1);
+    }
     if (*ifaces)
         setenv("SLIP_IFACES", ifaces, 1);
     if (strict)

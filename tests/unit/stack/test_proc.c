@@ -122,4 +122,27 @@ TEST(test_lock_of_a_live_holder_is_not_taken)
     munmap(l, sizeof(*l));
 }
 
+TEST(test_lock_seized_from_a_dead_holder_at_once)
+{
+    /* The guardian, once every process is dead: no second of waiting, and the lock works after. */
+    struct slip_lock *l = shared(sizeof(*l));
+    slip_lock__init(l);
+    pid_t pid = fork();
+    if (pid == 0) {
+        slip_lock__acquire(l);
+        atomic_store(&l->word, 2);          /* as if another (now dead too) waited */
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    CHECK(slip_lock__try(l), ==, 0);
+    slip_lock__seize(l);
+    CHECK(l->stolen, ==, 1);
+    CHECK(atomic_load(&l->word), ==, 1);
+    slip_lock__release(l);
+    CHECK(atomic_load(&l->word), ==, 0);
+    CHECK(slip_lock__try(l), ==, 1);
+    slip_lock__release(l);
+    munmap(l, sizeof(*l));
+}
+
 TEST_MAIN()

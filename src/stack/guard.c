@@ -1,0 +1,189 @@
+/* The stack's guardian; see guard.h. The application hands the stack over in one message on a
+ * socket pair: its description (as an exec'd image gets it, marked "g": no process slot) and its
+ * fds in the order the description names them. The guardian then looks at the stack's process
+ * table every GUARD_LOOK, which costs the application nothing: it never touches the lock until
+ * everybody is dead. */
+#include "stack/guard.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stack/share.h"
+#include "stack/stack.h"
+
+#define GUARD_MAX_FDS  (1 + SLIP_MAX_IFACES * (4 + SLIP_MAX_QUEUES))
+#define GUARD_SPEC_MAX 600
+#define GUARD_LOOK_MS  50
+/* A process without a slot (the last one, lingering in exit; one past SLIP_PROC_MAX) polls at
+ * least every 200 ms (its progress thread): the stack is only orphaned once that long has passed
+ * without a poll. */
+#define GUARD_QUIET (300 * SLIP_MSEC)
+
+static slip_time_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+int slip_guard__handoff(struct slip_stack *s, int sock)
+{
+    char spec[GUARD_SPEC_MAX];
+    int fds[GUARD_MAX_FDS];
+    int rc = slip_stack__describe_for_guard(s, spec, sizeof(spec));
+    if (rc < 0)
+        return rc;
+    int n = slip_stack__export_fds(s, fds, GUARD_MAX_FDS);
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * GUARD_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct iovec iov = { .iov_base = spec, .iov_len = strlen(spec) + 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
+    return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* The description names the sender's fd numbers: replace them, in order, with ours. A number
+ * starts the description or follows ';' or ','; anything else ("g") is copied. */
+static int renumber(const char *spec, const int *fds, int nfds, char *out, size_t len)
+{
+    size_t o = 0;
+    int k = 0;
+    for (const char *p = spec; *p;) {
+        bool starts = p == spec || p[-1] == ';' || p[-1] == ',';
+        if (starts && *p >= '0' && *p <= '9') {
+            while (*p >= '0' && *p <= '9')
+                p++;
+            if (k >= nfds)
+                return -EPROTO;
+            o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%d", fds[k++]);
+        } else {
+            if (o + 1 < len)
+                out[o] = *p;
+            o++;
+            p++;
+        }
+    }
+    if (o >= len)
+        return -ENOSPC;
+    out[o] = 0;
+    return k == nfds ? 0 : -EPROTO;
+}
+
+int slip_guard__adopt(struct slip_stack **out, int sock, char *err, size_t errlen)
+{
+    char spec[GUARD_SPEC_MAX];
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * GUARD_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct timeval tv = { 5, 0 };
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct iovec iov = { .iov_base = spec, .iov_len = sizeof(spec) - 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    if (r <= 0) {
+        snprintf(err, errlen, "no stack handed over on fd %d: %s", sock, r < 0 ? strerror(errno) : "end of file");
+        return r < 0 ? -errno : -ENOENT;
+    }
+    spec[r] = 0;
+    int fds[GUARD_MAX_FDS], nfds = 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+            int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < n && nfds < GUARD_MAX_FDS; i++)
+                memcpy(&fds[nfds++], CMSG_DATA(h) + (size_t)i * sizeof(int), sizeof(int));
+        }
+    char mine[GUARD_SPEC_MAX + 64];
+    int rc = (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ? -EPROTO : renumber(spec, fds, nfds, mine, sizeof(mine));
+    size_t ml = rc == 0 ? strlen(mine) : 0;
+    if (rc == 0 && (ml < 2 || strcmp(mine + ml - 2, ";g") != 0))
+        rc = -EPROTO;       /* only a guardian's description: anything else would claim a slot */
+    if (rc == 0)
+        rc = slip_stack__attach(out, mine, err, errlen);
+    else
+        snprintf(err, errlen, "malformed stack description handed over");
+    if (rc < 0)
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+    return rc;
+}
+
+/* While the guardian delivers what the dead had closed, a program started on the same
+ * interfaces (a server restarted at once) joins this stack, as it would join a process lingering
+ * in exit: the guardian serves the stack's sharing name meanwhile. */
+static void serve_joiners(struct slip_stack *s, const char *share, int *lfd)
+{
+    if (!share || !*share)
+        return;
+    if (*lfd < 0)
+        *lfd = slip_share__listen(share);
+    if (*lfd >= 0)
+        slip_share__serve(s, *lfd);
+}
+
+void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share)
+{
+    int lfd = -1;
+    slip_time_t alone_since = 0;        /* when no process of the stack was alive any more */
+    for (;;) {
+        nap_ms(GUARD_LOOK_MS);
+        if (!slip_stack__orphaned(s, 0)) {
+            alone_since = 0;
+            continue;
+        }
+        slip_time_t now = now_ns();
+        if (!alone_since)
+            alone_since = now;
+        /* Nothing left to end (the last process exited and delivered everything): go at once,
+         * so the interfaces are free for the next program. */
+        if (!slip_stack__guard_pending(s))
+            return;
+        if (!slip_stack__orphaned(s, GUARD_QUIET))
+            continue;
+        /* Everybody is gone: what they held gets RST now; what they had closed goes on being
+         * delivered until linger_ms after they went (a program joining meanwhile takes over). */
+        unsigned left = slip_stack__guard_sweep(s, false);
+        slip_time_t end = alone_since + (slip_time_t)linger_ms * SLIP_MSEC;
+        bool joined = false;
+        while (left && now_ns() < end && !joined) {
+            slip_stack__wait(s, 10);
+            serve_joiners(s, share, &lfd);
+            joined = !slip_stack__orphaned(s, 0);
+            if (!joined)
+                left = slip_stack__guard_sweep(s, false);
+        }
+        if (lfd >= 0)
+            close(lfd);     /* the joined program's processes serve the name from now on */
+        lfd = -1;
+        if (joined) {
+            alone_since = 0;
+            continue;
+        }
+        slip_stack__guard_sweep(s, true);
+        /* Kick the RSTs out and let the kernel take the frames before the sockets close. */
+        for (int k = 0; k < 5; k++) {
+            slip_stack__poll(s);
+            nap_ms(2);
+        }
+        return;
+    }
+}
