@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -36,7 +37,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 6
+#define SLIP_SHM_VERSION 7
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups)
@@ -47,21 +48,50 @@ struct stack_counters {
 #undef STACK_COUNTER_FIELD
 };
 
-#define SLIP_TCP_MAX_CONNS 4096
-_Static_assert(SLIP_TCP_MAX_CONNS == SLIP_PROC_TCP && UDP_MAX_SOCKS == SLIP_PROC_UDP, "proc.h sizes");
+/* Table sizes: SLIP_MAX_CONNS and SLIP_MAX_UDP. Their regions are sized for the maximum but
+ * only touched as sockets come (see slip_arena__create), so the default is generous. */
+#define SLIP_MAX_CONNS_DEFAULT 131072
+#define SLIP_MAX_UDP_DEFAULT   8192
 
 /* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
  * claim in the XDP program. Released when the engine is done with the connection (after
  * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
  * 4-tuple to someone else while segments of it are still in flight. It lives in shared memory
  * with the connection: the kernel socket is inherited (not close-on-exec) by fork children and
- * exec'd images, so whichever process releases it holds the same fd number. */
+ * exec'd images, so whichever process releases it holds the same fd number. kfd 0 means none
+ * (a reservation socket is never fd 0, see fd_above_stdio): a slot never used is all zeros. */
 struct tcp_res {
     int kfd;
     uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
     uint8_t pending;            /* closed by the application, waiting for the engine */
     be32 laddr, raddr;
     uint16_t lport, rport;
+};
+
+/* What the stack layer keeps per TCP connection, beside the engine's tcp_conn: an array of
+ * max_conns in the arena, zero until the slot is first used. */
+struct tcp_side {
+    struct tcp_res res;         /* first: a tcp_res pointer is its side's pointer */
+    /* File descriptors (in all processes) that refer to the socket: the POSIX layer closes the
+     * stack socket when the last one goes, wherever fork() or dup() put them. */
+    uint32_t refs;
+    uint32_t evgen;             /* bumped on every engine wakeup: edge-triggered epoll (a futex) */
+    uint32_t waiters;           /* threads (any process) asleep on a futex on evgen */
+    /* References travelling in UNIX socket messages (SCM_RIGHTS), counted in the sender's slot
+     * until a receiver takes one over: the sender may close its fd before anyone receives. */
+    uint32_t inflight;
+    int32_t inflight_slot;
+    /* Inode of the application's kernel socket behind the stack socket: a process that
+     * receives that kernel socket over a UNIX socket (SCM_RIGHTS) finds the stack socket. */
+    uint64_t ino;
+};
+
+/* The same per UDP socket (max_udp of them). */
+struct udp_side {
+    uint32_t refs, inflight;
+    int32_t inflight_slot;
+    int32_t kfd;                /* kernel socket reserving the port; 0 none */
+    uint64_t ino;
 };
 
 /* Head of the arena. Offsets locate every region. */
@@ -73,38 +103,23 @@ struct slip_shm {
     uint32_t headroom;
     struct slip_lock lock;
     uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp, off_tcp;
+    /* The tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP: per-socket sides, the cork list, and
+     * one block per process slot (proc_block) of pblk_stride bytes. */
+    uint32_t max_conns, max_udp;
+    uint64_t off_tside, off_uside, off_cork, off_pblk, pblk_stride;
     struct stack_counters c;
-    /* File descriptors (in all processes) that refer to each socket: the POSIX layer closes the
-     * stack socket when the last one goes, wherever fork() or dup() put them. */
     slip_time_t last_poll;      /* when any process last ran the poll loop */
     uint32_t last_holder;       /* pid that held the lock last */
     uint32_t sleepers;          /* application threads asleep on the wait fds */
-    uint32_t tcp_refs[4096];
-    uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
-    uint32_t tcp_waiters[4096]; /* threads (any process) asleep on a futex on tcp_evgen[i] */
-    struct tcp_res tres[SLIP_TCP_MAX_CONNS];
     uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
     uint32_t tres_seen;         /* the engine's freed_seq the last reap looked at */
-    uint16_t cork[SLIP_TCP_MAX_CONNS];  /* connections with a send held for the next kick */
-    uint32_t ncork;
-    int32_t udp_kfd[UDP_MAX_SOCKS];   /* kernel socket reserving each UDP socket's port */
+    uint32_t ncork;             /* connections in the cork list (sends held for the next kick) */
     /* What another process needs to attach (exec'd images): the configuration's numbers and
      * the interfaces with their queue counts. */
     uint32_t ring_size, burst, nifs;
     uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
     char ifname[SLIP_MAX_IFACES][16];
-    uint32_t udp_refs[1024];
     struct slip_procs procs;    /* who holds which references and reservation sockets */
-    /* Inode of the application's kernel socket behind each stack socket: a process that
-     * receives that kernel socket over a UNIX socket (SCM_RIGHTS) finds the stack socket. */
-    uint64_t tcp_ino[SLIP_TCP_MAX_CONNS];
-    uint64_t udp_ino[UDP_MAX_SOCKS];
-    /* References travelling in UNIX socket messages (SCM_RIGHTS), counted in the sender's slot
-     * until a receiver takes one over: the sender may close its fd before anyone receives. */
-    uint32_t tcp_inflight[SLIP_TCP_MAX_CONNS];
-    int32_t tcp_inflight_slot[SLIP_TCP_MAX_CONNS];
-    uint32_t udp_inflight[UDP_MAX_SOCKS];
-    int32_t udp_inflight_slot[UDP_MAX_SOCKS];
 };
 
 struct stack_iface {
@@ -136,9 +151,15 @@ struct slip_stack {
     int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
-    int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
-    struct tcp_res *tres;       /* shm->tres */
+    /* The sized tables, located once from the shm offsets (checked against the arena at
+     * attach); the sizes are this process's copies, not re-read from shared memory. */
+    uint32_t max_conns, max_udp;
+    struct tcp_side *ts;
+    struct udp_side *us;
+    uint32_t *cork;             /* max_conns entries, ncork of them in use */
+    char *pblk;                 /* SLIP_PROC_MAX blocks of pstride bytes */
+    size_t pstride;
     int proc;                   /* this process's slot in shm->procs, -1 without one */
     bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
     slip_time_t reap_next;
@@ -264,18 +285,68 @@ static void proc_drain_closeq(struct slip_stack *s)
     me->closeq_n = 0;
 }
 
-static bool held_test(const struct slip_proc *p, unsigned i)
+/* A process slot's block: its reference counts per TCP socket (max_conns), per UDP socket
+ * (max_udp), then one bit per TCP slot whose reservation socket it has a copy of. Pages of it
+ * are allocated only where a count or bit was set; a slot's block is zeroed (its pages given
+ * back) before the slot is freed. */
+static uint32_t *proc_tcp(struct slip_stack *s, int slot)
 {
-    return (p->held[i / 64] >> (i % 64)) & 1;
+    return (uint32_t *)(void *)(s->pblk + (size_t)slot * s->pstride);
+}
+
+static uint32_t *proc_udp(struct slip_stack *s, int slot)
+{
+    return proc_tcp(s, slot) + s->max_conns;
+}
+
+static size_t proc_held_off(uint32_t max_conns, uint32_t max_udp)
+{
+    return SLIP_ALIGN_UP(((size_t)max_conns + max_udp) * sizeof(uint32_t), 8);
+}
+
+static uint64_t *proc_held(struct slip_stack *s, int slot)
+{
+    return (uint64_t *)(void *)(s->pblk + (size_t)slot * s->pstride + proc_held_off(s->max_conns, s->max_udp));
+}
+
+static size_t proc_stride(uint32_t max_conns, uint32_t max_udp)
+{
+    size_t n = proc_held_off(max_conns, max_udp) + SLIP_ALIGN_UP((size_t)max_conns, 64) / 8;
+    return SLIP_ALIGN_UP(n, (size_t)4096);
+}
+
+/* Slot c's block back to zeros without touching it: the pages go back to the memfd. */
+static void proc_block_clear(struct slip_stack *s, int c)
+{
+    char *b = s->pblk + (size_t)c * s->pstride;
+    if (madvise(b, s->pstride, MADV_REMOVE) == 0)
+        return;
+    /* No hole punching: clear what can have been set (slots below the tables' high water). */
+    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
+    memset(proc_tcp(s, c), 0, th * sizeof(uint32_t));
+    memset(proc_udp(s, c), 0, uh * sizeof(uint32_t));
+    memset(proc_held(s, c), 0, SLIP_ALIGN_UP((size_t)th, 64) / 8);
+}
+
+static bool held_test(struct slip_stack *s, int k, unsigned i)
+{
+    return (proc_held(s, k)[i / 64] >> (i % 64)) & 1;
+}
+
+/* A slot whose block can hold anything: free slots' blocks are zero and stay untouched. */
+static bool proc_in_use(struct slip_stack *s, int k)
+{
+    return __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE;
 }
 
 /* Lock held: this process just made the reservation socket of TCP slot i; nobody else has a copy. */
 static void proc_kfd_hold(struct slip_stack *s, unsigned i)
 {
     for (int k = 0; k < SLIP_PROC_MAX; k++)
-        s->shm->procs.p[k].held[i / 64] &= ~(1ull << (i % 64));
+        if (k != s->proc && proc_in_use(s, k) && held_test(s, k, i))
+            proc_held(s, k)[i / 64] &= ~(1ull << (i % 64));
     if (s->proc >= 0)
-        s->shm->procs.p[s->proc].held[i / 64] |= 1ull << (i % 64);
+        proc_held(s, s->proc)[i / 64] |= 1ull << (i % 64);
 }
 
 /* Lock held: the reservation socket fd of TCP slot i is released. Every process with a copy
@@ -287,12 +358,12 @@ static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
     bool mine = s->proc < 0;
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
         struct slip_proc *p = &t->p[k];
-        if (!held_test(p, i))
+        if (!proc_in_use(s, k) || !held_test(s, k, i))
             continue;
-        p->held[i / 64] &= ~(1ull << (i % 64));
+        proc_held(s, k)[i / 64] &= ~(1ull << (i % 64));
         if (k == s->proc) {
             mine = true;
-        } else if (__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE) {
+        } else {
             if (p->closeq_n < SLIP_PROC_CLOSEQ)
                 p->closeq[p->closeq_n++] = fd;
             else
@@ -339,6 +410,8 @@ void slip_config__defaults(struct slip_config *c)
     c->bind = XSK_BIND_AUTO;
     c->xdp = STEER_XDP_AUTO;
     c->busy_poll_budget = 64;
+    c->max_conns = SLIP_MAX_CONNS_DEFAULT;
+    c->max_udp = SLIP_MAX_UDP_DEFAULT;
 }
 
 static int env_u32(const char *name, uint32_t *out, uint32_t min, uint32_t max, bool pow2, char *err, size_t errlen)
@@ -363,7 +436,9 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
         (rc = env_u32("SLIP_RING_SIZE", &c->ring_size, 64, 16384, true, err, errlen)) < 0 ||
         (rc = env_u32("SLIP_BURST", &c->burst, 1, 256, false, err, errlen)) < 0 ||
         (rc = env_u32("SLIP_BUSY_POLL", &c->busy_poll_usec, 0, 1000000, false, err, errlen)) < 0 ||
-        (rc = env_u32("SLIP_BUSY_POLL_BUDGET", &c->busy_poll_budget, 1, 1024, false, err, errlen)) < 0)
+        (rc = env_u32("SLIP_BUSY_POLL_BUDGET", &c->busy_poll_budget, 1, 1024, false, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_MAX_CONNS", &c->max_conns, 16, 1u << 24, false, err, errlen)) < 0 ||
+        (rc = env_u32("SLIP_MAX_UDP", &c->max_udp, 16, 1u << 22, false, err, errlen)) < 0)
         return rc;
     c->busy_poll = c->busy_poll_usec > 0;
     const char *b = getenv("SLIP_BIND");
@@ -429,6 +504,37 @@ static int env_and_epoll_setup(struct slip_stack *s)
     return 0;
 }
 
+static bool fits(uint64_t off, size_t len, size_t size)
+{
+    return off <= size && len <= size - off;
+}
+
+/* Locates the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP from the head's offsets, checked
+ * against the arena: another process may have written the head. */
+static int tables_locate(struct slip_stack *s)
+{
+    const struct slip_shm *m = s->shm;
+    size_t size = s->arena.size;
+    uint32_t mc = m->max_conns, mu = m->max_udp;
+    if (mc < 1 || mc > 1u << 24 || mu < 1 || mu > 1u << 22 || m->pblk_stride != proc_stride(mc, mu) ||
+        !fits(m->off_udp, udp_shared__bytes(mu), size) || !fits(m->off_tcp, tcp_shared__bytes(mc), size) ||
+        !fits(m->off_tside, (size_t)mc * sizeof(struct tcp_side), size) ||
+        !fits(m->off_uside, (size_t)mu * sizeof(struct udp_side), size) ||
+        !fits(m->off_cork, (size_t)mc * sizeof(uint32_t), size) ||
+        !fits(m->off_pblk, SLIP_PROC_MAX * (size_t)m->pblk_stride, size))
+        return -EINVAL;
+    s->max_conns = mc;
+    s->max_udp = mu;
+    s->udp = slip_arena__ptr(&s->arena, m->off_udp);
+    s->tcp = slip_arena__ptr(&s->arena, m->off_tcp);
+    s->ts = slip_arena__ptr(&s->arena, m->off_tside);
+    s->us = slip_arena__ptr(&s->arena, m->off_uside);
+    s->cork = slip_arena__ptr(&s->arena, m->off_cork);
+    s->pblk = slip_arena__ptr(&s->arena, m->off_pblk);
+    s->pstride = (size_t)m->pblk_stride;
+    return 0;
+}
+
 int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
 {
     struct slip_stack *s = calloc(1, sizeof(*s));
@@ -471,11 +577,18 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
      * reassembly and frames waiting for a neighbour. */
     uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size + 8192;
     size_t umem_bytes = (size_t)nframes * cfg->frame_size;
-    size_t total = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
-                   (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
-                   sizeof(struct ip_shared) + sizeof(struct udp_shared) +
-                   tcp_shared__bytes(SLIP_TCP_MAX_CONNS) + 8 * SLIP_CACHELINE;
-    rc = slip_arena__create(&s->arena, "slipstream-stack", total);
+    uint32_t mc = cfg->max_conns ? cfg->max_conns : SLIP_MAX_CONNS_DEFAULT;
+    uint32_t mu = cfg->max_udp ? cfg->max_udp : SLIP_MAX_UDP_DEFAULT;
+    size_t hot = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
+                 (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
+                 sizeof(struct ip_shared) + 4 * SLIP_CACHELINE;
+    /* The tables sized for the maximum come last: pages behind them are allocated only as
+     * sockets use them (nothing here or per poll walks the whole of them). */
+    size_t pstride = proc_stride(mc, mu);
+    size_t total = hot + udp_shared__bytes(mu) + tcp_shared__bytes(mc) + (size_t)mc * sizeof(struct tcp_side) +
+                   (size_t)mu * sizeof(struct udp_side) + (size_t)mc * sizeof(uint32_t) +
+                   SLIP_PROC_MAX * pstride + 6 * 4096;
+    rc = slip_arena__create(&s->arena, "slipstream-stack", total, hot);
     if (rc < 0) {
         snprintf(err, errlen, "cannot create the stack's shared memory (%zu MiB): %s", total >> 20, strerror(-rc));
         goto fail;
@@ -487,9 +600,13 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     int64_t o_meta = slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
     int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
     int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
-    int64_t o_udp = slip_arena__carve(a, sizeof(struct udp_shared), SLIP_CACHELINE);
-    int64_t o_tcp = slip_arena__carve(a, tcp_shared__bytes(SLIP_TCP_MAX_CONNS), SLIP_CACHELINE);
-    if (o_udp < 0 || o_tcp < 0) {
+    int64_t o_udp = slip_arena__carve(a, udp_shared__bytes(mu), 4096);
+    int64_t o_tcp = slip_arena__carve(a, tcp_shared__bytes(mc), 4096);
+    int64_t o_tside = slip_arena__carve(a, (size_t)mc * sizeof(struct tcp_side), 4096);
+    int64_t o_uside = slip_arena__carve(a, (size_t)mu * sizeof(struct udp_side), 4096);
+    int64_t o_cork = slip_arena__carve(a, (size_t)mc * sizeof(uint32_t), 4096);
+    int64_t o_pblk = slip_arena__carve(a, SLIP_PROC_MAX * pstride, 4096);
+    if (o_udp < 0 || o_tcp < 0 || o_tside < 0 || o_uside < 0 || o_cork < 0 || o_pblk < 0) {
         snprintf(err, errlen, "internal error: arena layout does not fit");
         rc = -ENOMEM;
         goto fail;
@@ -506,6 +623,14 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_ip = (uint64_t)o_ip;
     s->shm->off_udp = (uint64_t)o_udp;
     s->shm->off_tcp = (uint64_t)o_tcp;
+    s->shm->max_conns = mc;
+    s->shm->max_udp = mu;
+    s->shm->off_tside = (uint64_t)o_tside;
+    s->shm->off_uside = (uint64_t)o_uside;
+    s->shm->off_cork = (uint64_t)o_cork;
+    s->shm->off_pblk = (uint64_t)o_pblk;
+    s->shm->pblk_stride = pstride;
+    tables_locate(s);
     s->shm->ring_size = cfg->ring_size;
     s->shm->burst = cfg->burst;
     s->shm->nifs = s->nifs;
@@ -515,6 +640,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
     }
     slip_lock__init(&s->shm->lock);
+    s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
+    s->tcp = slip_arena__ptr(a, (uint64_t)o_tcp);
     proc_register(s, -1);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
@@ -525,23 +652,15 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->pool.nframes = nframes;
     s->ctl_t = slip_arena__ptr(a, (uint64_t)o_ctl);
     s->ip = slip_arena__ptr(a, (uint64_t)o_ip);
-    s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
     ip_shared__init(s->ip, nframes / 8);
-    udp_shared__init(s->udp);
-    s->tcp = slip_arena__ptr(a, (uint64_t)o_tcp);
+    udp_shared__init(s->udp, mu);
     uint8_t key[32];
     if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
         rc = -errno;
         snprintf(err, errlen, "getrandom: %s", strerror(errno));
         goto fail;
     }
-    tcp_shared__init(s->tcp, SLIP_TCP_MAX_CONNS, key);
-    s->tres = s->shm->tres;
-    s->kfd = s->shm->udp_kfd;
-    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-        s->tres[i].kfd = -1;
-    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-        s->kfd[i] = -1;
+    tcp_shared__init(s->tcp, mc, key);
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {
@@ -559,7 +678,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
 
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
-        rc = steer__attach(&f->steer, f->name, cfg->xdp, err, errlen);
+        rc = steer__attach(&f->steer, f->name, cfg->xdp, mc + mu, err, errlen);
         if (rc < 0)
             goto fail;
         for (unsigned q = 0; q < f->nq; q++) {
@@ -586,8 +705,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
         goto fail;
     }
-    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes",
-              s->nifs, nports, nframes, cfg->frame_size);
+    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes, %u TCP connections, "
+              "%u UDP sockets", s->nifs, nports, nframes, cfg->frame_size, mc, mu);
     stacks_register(s);
     *out = s;
     return 0;
@@ -602,14 +721,14 @@ void slip_stack__close(struct slip_stack *s)
     if (!s)
         return;
     stacks_unregister(s);       /* a later fork must not touch it (atfork_child) */
-    if (s->kfd)
-        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-            if (s->kfd[i] >= 0)
-                close(s->kfd[i]);
-    if (s->tres)
-        for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-            if (s->tres[i].kfd >= 0)
-                close(s->tres[i].kfd);
+    if (s->us && s->udp)
+        for (unsigned i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
+            if (s->us[i].kfd > 0)
+                close(s->us[i].kfd);
+    if (s->ts && s->tcp)
+        for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++)
+            if (s->ts[i].res.kfd > 0)
+                close(s->ts[i].res.kfd);
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
@@ -756,8 +875,8 @@ static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
 {
     if (r->key != 1)
         return false;
-    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++) {
-        const struct tcp_res *o = &s->tres[i];
+    for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++) {
+        const struct tcp_res *o = &s->ts[i].res;
         if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
             return true;
     }
@@ -773,19 +892,18 @@ static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
         for (unsigned i = 0; i < s->nifs; i++)
             steer__del(s->ifs[i].steer, &k);
     }
-    if (r->kfd >= 0)
-        proc_kfd_drop(s, (unsigned)(r - s->tres), r->kfd);
+    if (r->kfd > 0)
+        proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->ts), r->kfd);
     if (r->pending)
         s->shm->tres_pending--;
     memset(r, 0, sizeof(*r));
-    r->kfd = -1;
 }
 
 /* True when the engine no longer holds the connection these resources belong to. */
 static bool tcp_res_done(struct slip_stack *s, unsigned i)
 {
     const struct tcp_conn *c = &s->tcp->conns[i];
-    const struct tcp_res *r = &s->tres[i];
+    const struct tcp_res *r = &s->ts[i].res;
     return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
 }
 
@@ -800,23 +918,24 @@ static void tcp_res_reap(struct slip_stack *s)
     if (!s->shm->tres_pending || seq == seen)
         return;
     if (seq - seen > TCP_FREED_RING) {
-        for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS && s->shm->tres_pending; i++)
-            if (s->tres[i].pending && tcp_res_done(s, i))
-                tcp_res_release(s, &s->tres[i]);
+        for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns) && s->shm->tres_pending; i++)
+            if (s->ts[i].res.pending && tcp_res_done(s, i))
+                tcp_res_release(s, &s->ts[i].res);
         return;
     }
     for (uint32_t k = seen; k != seq && s->shm->tres_pending; k++) {
         slip_idx_t i = tcp__freed_slot(s->tcp, k);
-        if (i < SLIP_TCP_MAX_CONNS && s->tres[i].pending && tcp_res_done(s, i))
-            tcp_res_release(s, &s->tres[i]);
+        if (i < s->max_conns && s->ts[i].res.pending && tcp_res_done(s, i))
+            tcp_res_release(s, &s->ts[i].res);
     }
 }
 
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 static void uncork_all(struct slip_stack *s)
 {
-    for (uint32_t k = 0; k < s->shm->ncork; k++)
-        tcp_conn__uncork(&s->env, s->tcp, s->shm->cork[k]);
+    for (uint32_t k = 0; k < s->shm->ncork && k < s->max_conns; k++)
+        if (s->cork[k] < s->max_conns)
+            tcp_conn__uncork(&s->env, s->tcp, s->cork[k]);
     s->shm->ncork = 0;
 }
 
@@ -864,13 +983,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
      * which is what edge-triggered epoll reports. */
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
-        if (w < SLIP_TCP_MAX_CONNS) {
+        if (w < s->max_conns) {
             /* The bump is ordered before the look at the waiters (both sequentially
              * consistent): a waiter counted itself before it read the generation it sleeps on,
              * so either we see it here or its futex wait sees the new generation. */
-            __atomic_add_fetch(&s->shm->tcp_evgen[w], 1, __ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&s->shm->tcp_waiters[w], __ATOMIC_SEQ_CST))
-                syscall(SYS_futex, &s->shm->tcp_evgen[w], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            __atomic_add_fetch(&s->ts[w].evgen, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&s->ts[w].waiters, __ATOMIC_SEQ_CST))
+                syscall(SYS_futex, &s->ts[w].evgen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
             /* A listener with news (a connection to accept) wakes this process's epoll sets
              * that hold only listeners and sleep on the accept bell (preload wait.c). */
             if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
@@ -1152,27 +1271,26 @@ bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
 {
     if (tcp)
-        return __atomic_load_n(&s->shm->tcp_evgen[sock], __ATOMIC_RELAXED);
+        return __atomic_load_n(&s->ts[sock].evgen, __ATOMIC_RELAXED);
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
 }
 
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock)
 {
-    return &s->shm->tcp_evgen[sock];
+    return &s->ts[sock].evgen;
 }
 
 void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta)
 {
-    __atomic_add_fetch(&s->shm->tcp_waiters[sock], (uint32_t)delta, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->ts[sock].waiters, (uint32_t)delta, __ATOMIC_SEQ_CST);
 }
 
 uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta)
 {
-    if (slot >= 0 && slot < SLIP_PROC_MAX) {
-        struct slip_proc *p = &s->shm->procs.p[slot];
-        __atomic_add_fetch(tcp ? &p->tcp[sock] : &p->udp[sock], (uint32_t)delta, __ATOMIC_RELAXED);
-    }
-    uint32_t *r = tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock];
+    if (slot >= 0 && slot < SLIP_PROC_MAX)
+        __atomic_add_fetch(tcp ? &proc_tcp(s, slot)[sock] : &proc_udp(s, slot)[sock], (uint32_t)delta,
+                           __ATOMIC_RELAXED);
+    uint32_t *r = tcp ? &s->ts[sock].refs : &s->us[sock].refs;
     return __atomic_add_fetch(r, (uint32_t)delta, __ATOMIC_ACQ_REL);
 }
 
@@ -1188,44 +1306,48 @@ void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock)
 {
     stack_lock(s);
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
-    (tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock]++;
-    (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock] = s->proc;
+    if (tcp) {
+        s->ts[sock].inflight++;
+        s->ts[sock].inflight_slot = s->proc;
+    } else {
+        s->us[sock].inflight++;
+        s->us[sock].inflight_slot = s->proc;
+    }
     stack_unlock(s);
 }
 
 void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock)
 {
     stack_lock(s);
-    uint32_t *n = &(tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock];
-    int from = (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock];
+    uint32_t *n = tcp ? &s->ts[sock].inflight : &s->us[sock].inflight;
+    int from = tcp ? s->ts[sock].inflight_slot : s->us[sock].inflight_slot;
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
     if (*n) {
         (*n)--;
         /* the travelling reference is now ours: give back the sender's (the total stays) */
         if (from >= 0 && from < SLIP_PROC_MAX)
-            __atomic_sub_fetch(tcp ? &s->shm->procs.p[from].tcp[sock] : &s->shm->procs.p[from].udp[sock], 1,
-                               __ATOMIC_RELAXED);
-        __atomic_sub_fetch(tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock], 1, __ATOMIC_ACQ_REL);
+            __atomic_sub_fetch(tcp ? &proc_tcp(s, from)[sock] : &proc_udp(s, from)[sock], 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(tcp ? &s->ts[sock].refs : &s->us[sock].refs, 1, __ATOMIC_ACQ_REL);
     }
     stack_unlock(s);
 }
 
 void slip_sock__set_ino(struct slip_stack *s, bool tcp, int sock, uint64_t ino)
 {
-    __atomic_store_n(tcp ? &s->shm->tcp_ino[sock] : &s->shm->udp_ino[sock], ino, __ATOMIC_RELEASE);
+    __atomic_store_n(tcp ? &s->ts[sock].ino : &s->us[sock].ino, ino, __ATOMIC_RELEASE);
 }
 
 int slip_sock__by_ino(struct slip_stack *s, uint64_t ino, bool *tcp)
 {
     if (!ino)
         return -ENOENT;
-    for (int i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-        if (__atomic_load_n(&s->shm->tcp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++)
+        if (__atomic_load_n(&s->ts[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = true;
             return i;
         }
-    for (int i = 0; i < UDP_MAX_SOCKS; i++)
-        if (__atomic_load_n(&s->shm->udp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
+        if (__atomic_load_n(&s->us[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = false;
             return i;
         }
@@ -1241,20 +1363,22 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
     if (c < 0)
         return -1;
     stack_lock(s);      /* a consistent copy of what this process holds */
-    struct slip_proc *me = &t->p[s->proc], *ch = &t->p[c];
-    /* Reservation sockets are never close-on-exec: any child gets a copy. */
-    memcpy(ch->held, me->held, sizeof(ch->held));
+    /* Reservation sockets are never close-on-exec: any child gets a copy. Slots at and above
+     * the high water never had one (nor a reference): their words are left untouched. */
+    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
+    memcpy(proc_held(s, c), proc_held(s, s->proc), SLIP_ALIGN_UP((size_t)th, 64) / 8);
     stack_unlock(s);
     if (copy_refs) {
-        for (int i = 0; i < SLIP_PROC_TCP; i++) {
-            uint32_t n = __atomic_load_n(&me->tcp[i], __ATOMIC_RELAXED);
+        const uint32_t *mt = proc_tcp(s, s->proc), *mu = proc_udp(s, s->proc);
+        for (uint32_t i = 0; i < th; i++) {
+            uint32_t n = __atomic_load_n(&mt[i], __ATOMIC_RELAXED);
             if (n)
-                slip_sock__ref_in(s, c, true, i, (int)n);
+                slip_sock__ref_in(s, c, true, (int)i, (int)n);
         }
-        for (int i = 0; i < SLIP_PROC_UDP; i++) {
-            uint32_t n = __atomic_load_n(&me->udp[i], __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < uh; i++) {
+            uint32_t n = __atomic_load_n(&mu[i], __ATOMIC_RELAXED);
             if (n)
-                slip_sock__ref_in(s, c, false, i, (int)n);
+                slip_sock__ref_in(s, c, false, (int)i, (int)n);
         }
     }
     return c;
@@ -1263,22 +1387,25 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
 /* Gives back everything slot c holds; closes the sockets whose last reference it was. */
 static void proc_release_slot(struct slip_stack *s, int c)
 {
-    struct slip_proc *p = &s->shm->procs.p[c];
-    for (int i = 0; i < SLIP_PROC_TCP; i++) {
-        uint32_t n = __atomic_exchange_n(&p->tcp[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->shm->tcp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
-            slip_sock__set_ino(s, true, i, 0);
-            slip_tcp__close(s, i);
+    /* Only slots below the tables' high water can hold a count (see slip_proc__reserve). */
+    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
+    uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
+    for (uint32_t i = 0; i < th; i++) {
+        uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->ts[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, true, (int)i, 0);
+            slip_tcp__close(s, (int)i);
         }
     }
-    for (int i = 0; i < SLIP_PROC_UDP; i++) {
-        uint32_t n = __atomic_exchange_n(&p->udp[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->shm->udp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
-            slip_sock__set_ino(s, false, i, 0);
-            slip_udp__close(s, i);
+    for (uint32_t i = 0; i < uh; i++) {
+        uint32_t n = __atomic_exchange_n(&pu[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->us[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, false, (int)i, 0);
+            slip_udp__close(s, (int)i);
         }
     }
     stack_lock(s);
+    proc_block_clear(s, c);
     slip_procs__free(&s->shm->procs, c);
     stack_unlock(s);
 }
@@ -1302,8 +1429,7 @@ uint32_t slip_proc__held(struct slip_stack *s, bool tcp, int sock)
 {
     if (s->proc < 0)
         return 0;
-    const struct slip_proc *p = &s->shm->procs.p[s->proc];
-    return __atomic_load_n(tcp ? &p->tcp[sock] : &p->udp[sock], __ATOMIC_RELAXED);
+    return __atomic_load_n(tcp ? &proc_tcp(s, s->proc)[sock] : &proc_udp(s, s->proc)[sock], __ATOMIC_RELAXED);
 }
 
 int slip_proc__slot(struct slip_stack *s)
@@ -1496,9 +1622,21 @@ int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out)
 
 /* ---- UDP entry points ---- */
 
+/* A reservation socket is never fd 0 (0 marks "none" in the tables, whose untouched slots are
+ * zeros): a program that closed its stdin gets the socket moved up. Negative errno passes. */
+static int fd_above_stdio(int fd)
+{
+    if (fd < 0 || fd > 2)
+        return fd < 0 ? -errno : fd;
+    int d = fcntl(fd, F_DUPFD, 3);
+    int e = errno;
+    close(fd);
+    return d < 0 ? -e : d;
+}
+
 static bool sock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && sock < UDP_MAX_SOCKS && s->udp->socks[sock].state != UDPS_FREE;
+    return sock >= 0 && (uint32_t)sock < s->max_udp && s->udp->socks[sock].state != UDPS_FREE;
 }
 
 int slip_udp__open(struct slip_stack *s)
@@ -1529,9 +1667,9 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
      * gets an ephemeral port from the kernel's own range. The application's own kernel socket
      * does it when there is one (the POSIX layer); else we make one. */
-    int kfd = app_kfd >= 0 ? app_kfd : socket(AF_INET, SOCK_DGRAM, 0);
+    int kfd = app_kfd >= 0 ? app_kfd : fd_above_stdio(socket(AF_INET, SOCK_DGRAM, 0));
     if (kfd < 0)
-        return -errno;
+        return kfd;
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
     socklen_t sl = sizeof(sin);
     if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
@@ -1569,7 +1707,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
             close(kfd);
         return rc;
     }
-    s->kfd[sock] = app_kfd >= 0 ? -1 : kfd;
+    s->us[sock].kfd = app_kfd >= 0 ? 0 : kfd;
     return 0;
 }
 
@@ -1678,7 +1816,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
         steer_key(&k, u->laddr, u->lport);
         bool shared = false;
         /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
-        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+        for (unsigned i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
             if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
                 s->udp->socks[i].laddr == u->laddr)
                 shared = true;
@@ -1688,9 +1826,9 @@ int slip_udp__close(struct slip_stack *s, int sock)
     }
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);
-    if (s->kfd[sock] >= 0) {
-        close(s->kfd[sock]);
-        s->kfd[sock] = -1;
+    if (s->us[sock].kfd > 0) {
+        close(s->us[sock].kfd);
+        s->us[sock].kfd = 0;
     }
     return 0;
 }
@@ -1699,16 +1837,16 @@ int slip_udp__close(struct slip_stack *s, int sock)
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->tcp->max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
 }
 
 /* A kernel TCP socket bound to (addr, port): it reserves the port (port 0: an ephemeral one from
  * ip_local_port_range) and, never listening, makes the kernel answer stray SYNs with RST. */
 static int kernel_reserve_tcp(be32 addr, uint16_t *port)
 {
-    int kfd = socket(AF_INET, SOCK_STREAM, 0);     /* inherited across exec: see struct tcp_res */
+    int kfd = fd_above_stdio(socket(AF_INET, SOCK_STREAM, 0));    /* inherited across exec: see struct tcp_res */
     if (kfd < 0)
-        return -errno;
+        return kfd;
     int one = 1;
     setsockopt(kfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
@@ -1726,8 +1864,8 @@ static int kernel_reserve_tcp(be32 addr, uint16_t *port)
  * finished connection. */
 static void tcp_res_take(struct slip_stack *s, int c)
 {
-    if (s->tres[c].pending || s->tres[c].key || s->tres[c].kfd >= 0)
-        tcp_res_release(s, &s->tres[c]);
+    if (s->ts[c].res.pending || s->ts[c].res.key || s->ts[c].res.kfd > 0)
+        tcp_res_release(s, &s->ts[c].res);
 }
 
 int slip_tcp__open(struct slip_stack *s)
@@ -1806,7 +1944,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     if (app_kfd >= 0 && getsockopt(app_kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
         reuseport = 0;
     stack_lock(s);
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->ts[sock].res;
     if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
@@ -1859,8 +1997,8 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->tres[sock].key || s->tres[sock].kfd >= 0))
-        tcp_res_release(s, &s->tres[sock]);
+    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->ts[sock].res.key || s->ts[sock].res.kfd > 0))
+        tcp_res_release(s, &s->ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
         return rc;
@@ -1871,7 +2009,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
 
     stack_lock(s);
     env_refresh(s, now_ns());
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->ts[sock].res;
     r->kfd = kfd;
     proc_kfd_hold(s, (unsigned)sock);
     r->key = 2;
@@ -1900,13 +2038,13 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);
-    if (s->shm->ncork == SLIP_TCP_MAX_CONNS)
+    if (s->shm->ncork >= s->max_conns)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
     bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
                                 (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
     if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
-        s->shm->cork[s->shm->ncork++] = (uint16_t)sock;
+        s->cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);
     stack_unlock(s);
     return rc;
@@ -1932,9 +2070,9 @@ static void listener_handover(struct slip_stack *s, int sock)
     for (uint32_t i = 0; i < s->tcp->high_water; i++) {
         struct tcp_conn *ch = &s->tcp->conns[i];
         if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->tres[i].key)
+            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->ts[i].res.key)
             continue;
-        struct tcp_res *cr = &s->tres[i];
+        struct tcp_res *cr = &s->ts[i].res;
         cr->key = 2;
         cr->laddr = ch->laddr;
         cr->lport = ch->lport;
@@ -1959,7 +2097,7 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
     if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
-        tcp_res_release(s, &s->tres[sock]);     /* its port reservation and claim */
+        tcp_res_release(s, &s->ts[sock].res);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
     return rc;
@@ -1972,7 +2110,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     stack_lock(s);
     env_refresh(s, now_ns());
     struct tcp_conn *c = &s->tcp->conns[sock];
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->ts[sock].res;
     if (c->state == TCPS_LISTEN) {
         listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
@@ -1986,14 +2124,13 @@ int slip_tcp__close(struct slip_stack *s, int sock)
             r->rport = c->rport;
         }
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
-        if (r->key || r->kfd >= 0) {
+        if (r->key || r->kfd > 0) {
             r->pending = 1;
             s->shm->tres_pending++;
             if (tcp_res_done(s, (unsigned)sock))
                 tcp_res_release(s, r);
         } else {
             memset(r, 0, sizeof(*r));
-            r->kfd = -1;
         }
     }
     tx_done(s);
@@ -2199,10 +2336,11 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     s->pool.nframes = s->shm->nframes;
     s->ctl_t = slip_arena__ptr(a, s->shm->off_ctl);
     s->ip = slip_arena__ptr(a, s->shm->off_ip);
-    s->udp = slip_arena__ptr(a, s->shm->off_udp);
-    s->tcp = slip_arena__ptr(a, s->shm->off_tcp);
-    s->tres = s->shm->tres;
-    s->kfd = s->shm->udp_kfd;
+    if ((rc = tables_locate(s)) < 0 || s->tcp->max_conns != s->max_conns || s->udp->max_socks != s->max_udp) {
+        snprintf(err, errlen, "SLIP_ATTACH: the stack's table layout is damaged");
+        rc = -EINVAL;
+        goto fail;
+    }
     struct xsk_umem_area_config ucfg = {
         .frame_size = s->shm->frame_size, .nframes = s->shm->nframes,
         .fill_size = s->shm->ring_size, .comp_size = s->shm->ring_size,

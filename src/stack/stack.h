@@ -28,6 +28,8 @@ struct slip_config {
     bool busy_poll;
     uint32_t busy_poll_usec;
     uint32_t busy_poll_budget;
+    uint32_t max_conns;         /* TCP connections (listeners included) the stack can hold */
+    uint32_t max_udp;           /* UDP sockets */
 };
 
 void slip_config__defaults(struct slip_config *c);
@@ -35,7 +37,8 @@ void slip_config__defaults(struct slip_config *c);
  * loopback, in getifaddrs order (`slipstream run` and `slipstream stat` agree on them). */
 unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max);
 /* Reads SLIP_FRAME_SIZE, SLIP_RING_SIZE, SLIP_BURST, SLIP_BIND (auto|copy|zerocopy),
- * SLIP_XDP_MODE (auto|native|generic), SLIP_BUSY_POLL (usec, 0 = off), SLIP_BUSY_POLL_BUDGET.
+ * SLIP_XDP_MODE (auto|native|generic), SLIP_BUSY_POLL (usec, 0 = off), SLIP_BUSY_POLL_BUDGET,
+ * SLIP_MAX_CONNS, SLIP_MAX_UDP.
  * A bad value gives -EINVAL and names the variable in err. */
 int slip_config__from_env(struct slip_config *c, char *err, size_t errlen);
 
