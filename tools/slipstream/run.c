@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "tools/slipstream/cli.h"
@@ -26,6 +27,9 @@ static const struct {
     { "SLIP_XDP_MODE", "auto", "XDP attach mode: auto (native, else generic), native, generic" },
     { "SLIP_BUSY_POLL", "0", "SO_BUSY_POLL microseconds on the AF_XDP sockets (0: off)" },
     { "SLIP_BUSY_POLL_BUDGET", "64", "SO_BUSY_POLL_BUDGET" },
+    { "SLIP_MAX_CONNS", "131072", "TCP connections (listeners included) the stack holds, 16..16777216; memory grows with use" },
+    { "SLIP_MAX_UDP", "8192", "UDP sockets the stack holds, 16..4194304" },
+    { "SLIP_RAISE_NOFILE", "1", "0: slipstream run leaves the soft RLIMIT_NOFILE as it is (1: raised to the hard limit)" },
     { "SLIP_LOG", "warn", "error, warn, info, debug" },
     { "SLIP_SHARE", "1", "0: do not join (or serve) the stack another program opened on the same interfaces" },
     { "SLIP_EXIT_LINGER_MS", "2000", "how long the last process of a stack keeps delivering written data at exit" },
@@ -181,6 +185,15 @@ int cmd_run(int argc, char **argv)
         execv(path, argv + i);
         fprintf(stderr, "slipstream run: cannot run %s: %s\n", path, strerror(errno));
         return 126;
+    }
+    /* Servers with many connections need many fds: the soft limit goes up to the hard one,
+     * as servers (nginx worker_rlimit_nofile, Go, Java) do for themselves (SLIP_RAISE_NOFILE=0
+     * keeps it, e.g. for a program that still uses select()). */
+    const char *rn = getenv("SLIP_RAISE_NOFILE");
+    struct rlimit rl;
+    if ((!rn || strcmp(rn, "0") != 0) && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     const char *old = getenv("LD_PRELOAD");
     char pre[2 * PATH_MAX];
