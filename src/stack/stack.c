@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <pthread.h>
 #include <sys/random.h>
@@ -32,6 +31,7 @@
 #include "stack/fault.h"
 #include "stack/lock.h"
 #include "stack/proc.h"
+#include "stack/socktab.h"
 #include "tcp/tcp.h"
 #include "tcp/tcp_fsm.h"
 #include "udp/udp.h"
@@ -53,47 +53,6 @@ struct stack_counters {
 #define SLIP_MAX_CONNS_DEFAULT 131072
 #define SLIP_MAX_UDP_DEFAULT   8192
 
-/* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
- * claim in the XDP program. Released when the engine is done with the connection (after
- * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
- * 4-tuple to someone else while segments of it are still in flight. It lives in shared memory
- * with the connection: the kernel socket is inherited (not close-on-exec) by fork children and
- * exec'd images, so whichever process releases it holds the same fd number. kfd 0 means none
- * (a reservation socket is never fd 0, see fd_above_stdio): a slot never used is all zeros. */
-struct tcp_res {
-    int kfd;
-    uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
-    uint8_t pending;            /* closed by the application, waiting for the engine */
-    be32 laddr, raddr;
-    uint16_t lport, rport;
-};
-
-/* What the stack layer keeps per TCP connection, beside the engine's tcp_conn: an array of
- * max_conns in the arena, zero until the slot is first used. */
-struct tcp_side {
-    struct tcp_res res;         /* first: a tcp_res pointer is its side's pointer */
-    /* File descriptors (in all processes) that refer to the socket: the POSIX layer closes the
-     * stack socket when the last one goes, wherever fork() or dup() put them. */
-    uint32_t refs;
-    uint32_t evgen;             /* bumped on every engine wakeup: edge-triggered epoll (a futex) */
-    uint32_t waiters;           /* threads (any process) asleep on a futex on evgen */
-    /* References travelling in UNIX socket messages (SCM_RIGHTS), counted in the sender's slot
-     * until a receiver takes one over: the sender may close its fd before anyone receives. */
-    uint32_t inflight;
-    int32_t inflight_slot;
-    /* Inode of the application's kernel socket behind the stack socket: a process that
-     * receives that kernel socket over a UNIX socket (SCM_RIGHTS) finds the stack socket. */
-    uint64_t ino;
-};
-
-/* The same per UDP socket (max_udp of them). */
-struct udp_side {
-    uint32_t refs, inflight;
-    int32_t inflight_slot;
-    int32_t kfd;                /* kernel socket reserving the port; 0 none */
-    uint64_t ino;
-};
-
 /* Head of the arena. Offsets locate every region. */
 struct slip_shm {
     uint64_t magic;
@@ -102,11 +61,8 @@ struct slip_shm {
     uint32_t frame_size;
     uint32_t headroom;
     struct slip_lock lock;
-    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp, off_tcp;
-    /* The tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP: per-socket sides, the cork list, and
-     * one block per process slot (proc_block) of pblk_stride bytes. */
-    uint32_t max_conns, max_udp;
-    uint64_t off_tside, off_uside, off_cork, off_pblk, pblk_stride;
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip;
+    struct slip_socktab_layout tabs;    /* the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP */
     struct stack_counters c;
     slip_time_t last_poll;      /* when any process last ran the poll loop */
     uint32_t last_holder;       /* pid that held the lock last */
@@ -152,14 +108,7 @@ struct slip_stack {
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     struct tcp_shared *tcp;
-    /* The sized tables, located once from the shm offsets (checked against the arena at
-     * attach); the sizes are this process's copies, not re-read from shared memory. */
-    uint32_t max_conns, max_udp;
-    struct tcp_side *ts;
-    struct udp_side *us;
-    uint32_t *cork;             /* max_conns entries, ncork of them in use */
-    char *pblk;                 /* SLIP_PROC_MAX blocks of pstride bytes */
-    size_t pstride;
+    struct slip_socktab t;      /* the sized tables (socktab.h) */
     int proc;                   /* this process's slot in shm->procs, -1 without one */
     bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
     slip_time_t reap_next;
@@ -285,47 +234,19 @@ static void proc_drain_closeq(struct slip_stack *s)
     me->closeq_n = 0;
 }
 
-/* A process slot's block: its reference counts per TCP socket (max_conns), per UDP socket
- * (max_udp), then one bit per TCP slot whose reservation socket it has a copy of. Pages of it
- * are allocated only where a count or bit was set; a slot's block is zeroed (its pages given
- * back) before the slot is freed. */
-static uint32_t *proc_tcp(struct slip_stack *s, int slot)
+static uint32_t *proc_tcp(struct slip_stack *s, int k)
 {
-    return (uint32_t *)(void *)(s->pblk + (size_t)slot * s->pstride);
+    return slip_socktab__proc_tcp(&s->t, k);
 }
 
-static uint32_t *proc_udp(struct slip_stack *s, int slot)
+static uint32_t *proc_udp(struct slip_stack *s, int k)
 {
-    return proc_tcp(s, slot) + s->max_conns;
+    return slip_socktab__proc_udp(&s->t, k);
 }
 
-static size_t proc_held_off(uint32_t max_conns, uint32_t max_udp)
+static uint64_t *proc_held(struct slip_stack *s, int k)
 {
-    return SLIP_ALIGN_UP(((size_t)max_conns + max_udp) * sizeof(uint32_t), 8);
-}
-
-static uint64_t *proc_held(struct slip_stack *s, int slot)
-{
-    return (uint64_t *)(void *)(s->pblk + (size_t)slot * s->pstride + proc_held_off(s->max_conns, s->max_udp));
-}
-
-static size_t proc_stride(uint32_t max_conns, uint32_t max_udp)
-{
-    size_t n = proc_held_off(max_conns, max_udp) + SLIP_ALIGN_UP((size_t)max_conns, 64) / 8;
-    return SLIP_ALIGN_UP(n, (size_t)4096);
-}
-
-/* Slot c's block back to zeros without touching it: the pages go back to the memfd. */
-static void proc_block_clear(struct slip_stack *s, int c)
-{
-    char *b = s->pblk + (size_t)c * s->pstride;
-    if (madvise(b, s->pstride, MADV_REMOVE) == 0)
-        return;
-    /* No hole punching: clear what can have been set (slots below the tables' high water). */
-    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
-    memset(proc_tcp(s, c), 0, th * sizeof(uint32_t));
-    memset(proc_udp(s, c), 0, uh * sizeof(uint32_t));
-    memset(proc_held(s, c), 0, SLIP_ALIGN_UP((size_t)th, 64) / 8);
+    return slip_socktab__proc_held(&s->t, k);
 }
 
 static bool held_test(struct slip_stack *s, int k, unsigned i)
@@ -504,37 +425,6 @@ static int env_and_epoll_setup(struct slip_stack *s)
     return 0;
 }
 
-static bool fits(uint64_t off, size_t len, size_t size)
-{
-    return off <= size && len <= size - off;
-}
-
-/* Locates the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP from the head's offsets, checked
- * against the arena: another process may have written the head. */
-static int tables_locate(struct slip_stack *s)
-{
-    const struct slip_shm *m = s->shm;
-    size_t size = s->arena.size;
-    uint32_t mc = m->max_conns, mu = m->max_udp;
-    if (mc < 1 || mc > 1u << 24 || mu < 1 || mu > 1u << 22 || m->pblk_stride != proc_stride(mc, mu) ||
-        !fits(m->off_udp, udp_shared__bytes(mu), size) || !fits(m->off_tcp, tcp_shared__bytes(mc), size) ||
-        !fits(m->off_tside, (size_t)mc * sizeof(struct tcp_side), size) ||
-        !fits(m->off_uside, (size_t)mu * sizeof(struct udp_side), size) ||
-        !fits(m->off_cork, (size_t)mc * sizeof(uint32_t), size) ||
-        !fits(m->off_pblk, SLIP_PROC_MAX * (size_t)m->pblk_stride, size))
-        return -EINVAL;
-    s->max_conns = mc;
-    s->max_udp = mu;
-    s->udp = slip_arena__ptr(&s->arena, m->off_udp);
-    s->tcp = slip_arena__ptr(&s->arena, m->off_tcp);
-    s->ts = slip_arena__ptr(&s->arena, m->off_tside);
-    s->us = slip_arena__ptr(&s->arena, m->off_uside);
-    s->cork = slip_arena__ptr(&s->arena, m->off_cork);
-    s->pblk = slip_arena__ptr(&s->arena, m->off_pblk);
-    s->pstride = (size_t)m->pblk_stride;
-    return 0;
-}
-
 int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
 {
     struct slip_stack *s = calloc(1, sizeof(*s));
@@ -582,12 +472,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     size_t hot = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
                  (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
                  sizeof(struct ip_shared) + 4 * SLIP_CACHELINE;
-    /* The tables sized for the maximum come last: pages behind them are allocated only as
-     * sockets use them (nothing here or per poll walks the whole of them). */
-    size_t pstride = proc_stride(mc, mu);
-    size_t total = hot + udp_shared__bytes(mu) + tcp_shared__bytes(mc) + (size_t)mc * sizeof(struct tcp_side) +
-                   (size_t)mu * sizeof(struct udp_side) + (size_t)mc * sizeof(uint32_t) +
-                   SLIP_PROC_MAX * pstride + 6 * 4096;
+    /* The tables sized for the maximum come last, never faulted in as a whole (socktab.h). */
+    size_t total = hot + slip_socktab__bytes(mc, mu);
     rc = slip_arena__create(&s->arena, "slipstream-stack", total, hot);
     if (rc < 0) {
         snprintf(err, errlen, "cannot create the stack's shared memory (%zu MiB): %s", total >> 20, strerror(-rc));
@@ -600,13 +486,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     int64_t o_meta = slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
     int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
     int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
-    int64_t o_udp = slip_arena__carve(a, udp_shared__bytes(mu), 4096);
-    int64_t o_tcp = slip_arena__carve(a, tcp_shared__bytes(mc), 4096);
-    int64_t o_tside = slip_arena__carve(a, (size_t)mc * sizeof(struct tcp_side), 4096);
-    int64_t o_uside = slip_arena__carve(a, (size_t)mu * sizeof(struct udp_side), 4096);
-    int64_t o_cork = slip_arena__carve(a, (size_t)mc * sizeof(uint32_t), 4096);
-    int64_t o_pblk = slip_arena__carve(a, SLIP_PROC_MAX * pstride, 4096);
-    if (o_udp < 0 || o_tcp < 0 || o_tside < 0 || o_uside < 0 || o_cork < 0 || o_pblk < 0) {
+    struct slip_socktab_layout tabs;
+    if (o_ip < 0 || slip_socktab__carve(&s->t, &tabs, a, mc, mu) < 0) {
         snprintf(err, errlen, "internal error: arena layout does not fit");
         rc = -ENOMEM;
         goto fail;
@@ -621,16 +502,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_meta = (uint64_t)o_meta;
     s->shm->off_ctl = (uint64_t)o_ctl;
     s->shm->off_ip = (uint64_t)o_ip;
-    s->shm->off_udp = (uint64_t)o_udp;
-    s->shm->off_tcp = (uint64_t)o_tcp;
-    s->shm->max_conns = mc;
-    s->shm->max_udp = mu;
-    s->shm->off_tside = (uint64_t)o_tside;
-    s->shm->off_uside = (uint64_t)o_uside;
-    s->shm->off_cork = (uint64_t)o_cork;
-    s->shm->off_pblk = (uint64_t)o_pblk;
-    s->shm->pblk_stride = pstride;
-    tables_locate(s);
+    s->shm->tabs = tabs;
     s->shm->ring_size = cfg->ring_size;
     s->shm->burst = cfg->burst;
     s->shm->nifs = s->nifs;
@@ -640,8 +512,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
     }
     slip_lock__init(&s->shm->lock);
-    s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
-    s->tcp = slip_arena__ptr(a, (uint64_t)o_tcp);
+    s->udp = s->t.udp;
+    s->tcp = s->t.tcp;
     proc_register(s, -1);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
@@ -721,14 +593,14 @@ void slip_stack__close(struct slip_stack *s)
     if (!s)
         return;
     stacks_unregister(s);       /* a later fork must not touch it (atfork_child) */
-    if (s->us && s->udp)
-        for (unsigned i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
-            if (s->us[i].kfd > 0)
-                close(s->us[i].kfd);
-    if (s->ts && s->tcp)
-        for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++)
-            if (s->ts[i].res.kfd > 0)
-                close(s->ts[i].res.kfd);
+    if (s->t.us && s->udp)
+        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
+            if (s->t.us[i].kfd > 0)
+                close(s->t.us[i].kfd);
+    if (s->t.ts && s->tcp)
+        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++)
+            if (s->t.ts[i].res.kfd > 0)
+                close(s->t.ts[i].res.kfd);
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
@@ -875,8 +747,8 @@ static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
 {
     if (r->key != 1)
         return false;
-    for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++) {
-        const struct tcp_res *o = &s->ts[i].res;
+    for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++) {
+        const struct tcp_res *o = &s->t.ts[i].res;
         if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
             return true;
     }
@@ -893,7 +765,7 @@ static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
             steer__del(s->ifs[i].steer, &k);
     }
     if (r->kfd > 0)
-        proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->ts), r->kfd);
+        proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts), r->kfd);
     if (r->pending)
         s->shm->tres_pending--;
     memset(r, 0, sizeof(*r));
@@ -903,7 +775,7 @@ static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
 static bool tcp_res_done(struct slip_stack *s, unsigned i)
 {
     const struct tcp_conn *c = &s->tcp->conns[i];
-    const struct tcp_res *r = &s->ts[i].res;
+    const struct tcp_res *r = &s->t.ts[i].res;
     return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
 }
 
@@ -918,24 +790,24 @@ static void tcp_res_reap(struct slip_stack *s)
     if (!s->shm->tres_pending || seq == seen)
         return;
     if (seq - seen > TCP_FREED_RING) {
-        for (unsigned i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns) && s->shm->tres_pending; i++)
-            if (s->ts[i].res.pending && tcp_res_done(s, i))
-                tcp_res_release(s, &s->ts[i].res);
+        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t) && s->shm->tres_pending; i++)
+            if (s->t.ts[i].res.pending && tcp_res_done(s, i))
+                tcp_res_release(s, &s->t.ts[i].res);
         return;
     }
     for (uint32_t k = seen; k != seq && s->shm->tres_pending; k++) {
         slip_idx_t i = tcp__freed_slot(s->tcp, k);
-        if (i < s->max_conns && s->ts[i].res.pending && tcp_res_done(s, i))
-            tcp_res_release(s, &s->ts[i].res);
+        if (i < s->t.max_conns && s->t.ts[i].res.pending && tcp_res_done(s, i))
+            tcp_res_release(s, &s->t.ts[i].res);
     }
 }
 
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 static void uncork_all(struct slip_stack *s)
 {
-    for (uint32_t k = 0; k < s->shm->ncork && k < s->max_conns; k++)
-        if (s->cork[k] < s->max_conns)
-            tcp_conn__uncork(&s->env, s->tcp, s->cork[k]);
+    for (uint32_t k = 0; k < s->shm->ncork && k < s->t.max_conns; k++)
+        if (s->t.cork[k] < s->t.max_conns)
+            tcp_conn__uncork(&s->env, s->tcp, s->t.cork[k]);
     s->shm->ncork = 0;
 }
 
@@ -983,13 +855,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
      * which is what edge-triggered epoll reports. */
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
-        if (w < s->max_conns) {
+        if (w < s->t.max_conns) {
             /* The bump is ordered before the look at the waiters (both sequentially
              * consistent): a waiter counted itself before it read the generation it sleeps on,
              * so either we see it here or its futex wait sees the new generation. */
-            __atomic_add_fetch(&s->ts[w].evgen, 1, __ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&s->ts[w].waiters, __ATOMIC_SEQ_CST))
-                syscall(SYS_futex, &s->ts[w].evgen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            __atomic_add_fetch(&s->t.ts[w].evgen, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&s->t.ts[w].waiters, __ATOMIC_SEQ_CST))
+                syscall(SYS_futex, &s->t.ts[w].evgen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
             /* A listener with news (a connection to accept) wakes this process's epoll sets
              * that hold only listeners and sleep on the accept bell (preload wait.c). */
             if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
@@ -1271,18 +1143,18 @@ bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
 {
     if (tcp)
-        return __atomic_load_n(&s->ts[sock].evgen, __ATOMIC_RELAXED);
+        return __atomic_load_n(&s->t.ts[sock].evgen, __ATOMIC_RELAXED);
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
 }
 
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock)
 {
-    return &s->ts[sock].evgen;
+    return &s->t.ts[sock].evgen;
 }
 
 void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta)
 {
-    __atomic_add_fetch(&s->ts[sock].waiters, (uint32_t)delta, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->t.ts[sock].waiters, (uint32_t)delta, __ATOMIC_SEQ_CST);
 }
 
 uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta)
@@ -1290,7 +1162,7 @@ uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, i
     if (slot >= 0 && slot < SLIP_PROC_MAX)
         __atomic_add_fetch(tcp ? &proc_tcp(s, slot)[sock] : &proc_udp(s, slot)[sock], (uint32_t)delta,
                            __ATOMIC_RELAXED);
-    uint32_t *r = tcp ? &s->ts[sock].refs : &s->us[sock].refs;
+    uint32_t *r = tcp ? &s->t.ts[sock].refs : &s->t.us[sock].refs;
     return __atomic_add_fetch(r, (uint32_t)delta, __ATOMIC_ACQ_REL);
 }
 
@@ -1307,11 +1179,11 @@ void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock)
     stack_lock(s);
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
     if (tcp) {
-        s->ts[sock].inflight++;
-        s->ts[sock].inflight_slot = s->proc;
+        s->t.ts[sock].inflight++;
+        s->t.ts[sock].inflight_slot = s->proc;
     } else {
-        s->us[sock].inflight++;
-        s->us[sock].inflight_slot = s->proc;
+        s->t.us[sock].inflight++;
+        s->t.us[sock].inflight_slot = s->proc;
     }
     stack_unlock(s);
 }
@@ -1319,35 +1191,35 @@ void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock)
 void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock)
 {
     stack_lock(s);
-    uint32_t *n = tcp ? &s->ts[sock].inflight : &s->us[sock].inflight;
-    int from = tcp ? s->ts[sock].inflight_slot : s->us[sock].inflight_slot;
+    uint32_t *n = tcp ? &s->t.ts[sock].inflight : &s->t.us[sock].inflight;
+    int from = tcp ? s->t.ts[sock].inflight_slot : s->t.us[sock].inflight_slot;
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
     if (*n) {
         (*n)--;
         /* the travelling reference is now ours: give back the sender's (the total stays) */
         if (from >= 0 && from < SLIP_PROC_MAX)
             __atomic_sub_fetch(tcp ? &proc_tcp(s, from)[sock] : &proc_udp(s, from)[sock], 1, __ATOMIC_RELAXED);
-        __atomic_sub_fetch(tcp ? &s->ts[sock].refs : &s->us[sock].refs, 1, __ATOMIC_ACQ_REL);
+        __atomic_sub_fetch(tcp ? &s->t.ts[sock].refs : &s->t.us[sock].refs, 1, __ATOMIC_ACQ_REL);
     }
     stack_unlock(s);
 }
 
 void slip_sock__set_ino(struct slip_stack *s, bool tcp, int sock, uint64_t ino)
 {
-    __atomic_store_n(tcp ? &s->ts[sock].ino : &s->us[sock].ino, ino, __ATOMIC_RELEASE);
+    __atomic_store_n(tcp ? &s->t.ts[sock].ino : &s->t.us[sock].ino, ino, __ATOMIC_RELEASE);
 }
 
 int slip_sock__by_ino(struct slip_stack *s, uint64_t ino, bool *tcp)
 {
     if (!ino)
         return -ENOENT;
-    for (uint32_t i = 0; i < SLIP_MIN(s->tcp->high_water, s->max_conns); i++)
-        if (__atomic_load_n(&s->ts[i].ino, __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < slip_socktab__tcp_high(&s->t); i++)
+        if (__atomic_load_n(&s->t.ts[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = true;
             return i;
         }
-    for (uint32_t i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
-        if (__atomic_load_n(&s->us[i].ino, __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < slip_socktab__udp_high(&s->t); i++)
+        if (__atomic_load_n(&s->t.us[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = false;
             return i;
         }
@@ -1365,7 +1237,7 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
     stack_lock(s);      /* a consistent copy of what this process holds */
     /* Reservation sockets are never close-on-exec: any child gets a copy. Slots at and above
      * the high water never had one (nor a reference): their words are left untouched. */
-    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
     memcpy(proc_held(s, c), proc_held(s, s->proc), SLIP_ALIGN_UP((size_t)th, 64) / 8);
     stack_unlock(s);
     if (copy_refs) {
@@ -1388,24 +1260,24 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
 static void proc_release_slot(struct slip_stack *s, int c)
 {
     /* Only slots below the tables' high water can hold a count (see slip_proc__reserve). */
-    uint32_t th = SLIP_MIN(s->tcp->high_water, s->max_conns), uh = SLIP_MIN(s->udp->high_water, s->max_udp);
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
     uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
     for (uint32_t i = 0; i < th; i++) {
         uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->ts[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+        if (n && __atomic_sub_fetch(&s->t.ts[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
             slip_sock__set_ino(s, true, (int)i, 0);
             slip_tcp__close(s, (int)i);
         }
     }
     for (uint32_t i = 0; i < uh; i++) {
         uint32_t n = __atomic_exchange_n(&pu[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->us[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+        if (n && __atomic_sub_fetch(&s->t.us[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
             slip_sock__set_ino(s, false, (int)i, 0);
             slip_udp__close(s, (int)i);
         }
     }
     stack_lock(s);
-    proc_block_clear(s, c);
+    slip_socktab__proc_clear(&s->t, c);
     slip_procs__free(&s->shm->procs, c);
     stack_unlock(s);
 }
@@ -1636,7 +1508,7 @@ static int fd_above_stdio(int fd)
 
 static bool sock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->max_udp && s->udp->socks[sock].state != UDPS_FREE;
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
 }
 
 int slip_udp__open(struct slip_stack *s)
@@ -1707,7 +1579,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
             close(kfd);
         return rc;
     }
-    s->us[sock].kfd = app_kfd >= 0 ? 0 : kfd;
+    s->t.us[sock].kfd = app_kfd >= 0 ? 0 : kfd;
     return 0;
 }
 
@@ -1816,7 +1688,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
         steer_key(&k, u->laddr, u->lport);
         bool shared = false;
         /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
-        for (unsigned i = 0; i < SLIP_MIN(s->udp->high_water, s->max_udp); i++)
+        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
             if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
                 s->udp->socks[i].laddr == u->laddr)
                 shared = true;
@@ -1826,9 +1698,9 @@ int slip_udp__close(struct slip_stack *s, int sock)
     }
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);
-    if (s->us[sock].kfd > 0) {
-        close(s->us[sock].kfd);
-        s->us[sock].kfd = 0;
+    if (s->t.us[sock].kfd > 0) {
+        close(s->t.us[sock].kfd);
+        s->t.us[sock].kfd = 0;
     }
     return 0;
 }
@@ -1837,7 +1709,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
 }
 
 /* A kernel TCP socket bound to (addr, port): it reserves the port (port 0: an ephemeral one from
@@ -1864,8 +1736,8 @@ static int kernel_reserve_tcp(be32 addr, uint16_t *port)
  * finished connection. */
 static void tcp_res_take(struct slip_stack *s, int c)
 {
-    if (s->ts[c].res.pending || s->ts[c].res.key || s->ts[c].res.kfd > 0)
-        tcp_res_release(s, &s->ts[c].res);
+    if (s->t.ts[c].res.pending || s->t.ts[c].res.key || s->t.ts[c].res.kfd > 0)
+        tcp_res_release(s, &s->t.ts[c].res);
 }
 
 int slip_tcp__open(struct slip_stack *s)
@@ -1944,7 +1816,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     if (app_kfd >= 0 && getsockopt(app_kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
         reuseport = 0;
     stack_lock(s);
-    struct tcp_res *r = &s->ts[sock].res;
+    struct tcp_res *r = &s->t.ts[sock].res;
     if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
@@ -1997,8 +1869,8 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->ts[sock].res.key || s->ts[sock].res.kfd > 0))
-        tcp_res_release(s, &s->ts[sock].res);
+    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
+        tcp_res_release(s, &s->t.ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
         return rc;
@@ -2009,7 +1881,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
 
     stack_lock(s);
     env_refresh(s, now_ns());
-    struct tcp_res *r = &s->ts[sock].res;
+    struct tcp_res *r = &s->t.ts[sock].res;
     r->kfd = kfd;
     proc_kfd_hold(s, (unsigned)sock);
     r->key = 2;
@@ -2038,13 +1910,13 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);
-    if (s->shm->ncork >= s->max_conns)
+    if (s->shm->ncork >= s->t.max_conns)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
     bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
                                 (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
     if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
-        s->cork[s->shm->ncork++] = (uint32_t)sock;
+        s->t.cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);
     stack_unlock(s);
     return rc;
@@ -2070,9 +1942,9 @@ static void listener_handover(struct slip_stack *s, int sock)
     for (uint32_t i = 0; i < s->tcp->high_water; i++) {
         struct tcp_conn *ch = &s->tcp->conns[i];
         if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->ts[i].res.key)
+            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->t.ts[i].res.key)
             continue;
-        struct tcp_res *cr = &s->ts[i].res;
+        struct tcp_res *cr = &s->t.ts[i].res;
         cr->key = 2;
         cr->laddr = ch->laddr;
         cr->lport = ch->lport;
@@ -2097,7 +1969,7 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
     if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
-        tcp_res_release(s, &s->ts[sock].res);     /* its port reservation and claim */
+        tcp_res_release(s, &s->t.ts[sock].res);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
     return rc;
@@ -2110,7 +1982,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     stack_lock(s);
     env_refresh(s, now_ns());
     struct tcp_conn *c = &s->tcp->conns[sock];
-    struct tcp_res *r = &s->ts[sock].res;
+    struct tcp_res *r = &s->t.ts[sock].res;
     if (c->state == TCPS_LISTEN) {
         listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
@@ -2336,11 +2208,12 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     s->pool.nframes = s->shm->nframes;
     s->ctl_t = slip_arena__ptr(a, s->shm->off_ctl);
     s->ip = slip_arena__ptr(a, s->shm->off_ip);
-    if ((rc = tables_locate(s)) < 0 || s->tcp->max_conns != s->max_conns || s->udp->max_socks != s->max_udp) {
+    if ((rc = slip_socktab__locate(&s->t, &s->shm->tabs, a, true)) < 0) {
         snprintf(err, errlen, "SLIP_ATTACH: the stack's table layout is damaged");
-        rc = -EINVAL;
         goto fail;
     }
+    s->udp = s->t.udp;
+    s->tcp = s->t.tcp;
     struct xsk_umem_area_config ucfg = {
         .frame_size = s->shm->frame_size, .nframes = s->shm->nframes,
         .fill_size = s->shm->ring_size, .comp_size = s->shm->ring_size,
