@@ -1,15 +1,22 @@
 """Concurrent connections: how many kernel clients an accelerated server serves at once, and what
-an idle connection costs. Two-host testbed (a=198.18.0.1, b=198.18.0.2); host a gets four more
-source addresses (198.18.0.10-13: the kernel's ephemeral ports are per source address, ~28,000
-each). tests/prog/echo_many runs in b under `slipstream run` (default SLIP_MAX_CONNS), and
-tests/prog/conn_flood in a opens N connections (1,000 handshakes in flight), has 9 bytes echoed
-on each, and holds them open while the server's memory is read:
+an idle connection costs. Two-host testbed (a=198.18.0.1, b=198.18.0.2). tests/prog/echo_many runs
+in b under `slipstream run` (default SLIP_MAX_CONNS) and tests/prog/conn_flood in a opens the
+connections (1,000 handshakes in flight), has 9 bytes echoed on each, and holds them open while
+the server's memory is read.
 
-  - RSS and PSS of the server (/proc/PID/smaps_rollup), and the stack memfd's allocated size
-    (st_blocks of /proc/PID/fd/N for the memfd "slipstream-stack": pages actually in use);
-  - kernel slab memory (Slab in /proc/meminfo, machine-wide, so other activity blurs it): each
-    accepted connection has a kernel socket behind its fd (the preload's placeholder).
+Every connection is a fd on both sides, and a process's fds stop at the hard RLIMIT_NOFILE
+(raising it needs CAP_SYS_RESOURCE): past PER_PROC connections the server runs as several worker
+processes sharing the listener (as nginx workers do; the stack is one, shared by all of them)
+and the client as several processes, each from a source address of its own (198.18.0.10 up:
+the kernel's ephemeral ports are per source address, ~28,000 each).
 
+Measured with the connections held:
+  - PSS of the server's processes (/proc/PID/smaps_rollup; PSS splits the shared arena between
+    them) and the stack memfd's allocated size (st_blocks of /proc/PID/fd/N for the memfd
+    "slipstream-stack": pages actually in use);
+  - kernel slab memory (Slab in /proc/meminfo, machine-wide: it includes the clients' own
+    sockets in host a, and other activity on the machine blurs it): each accepted connection
+    has a kernel socket behind its fd (the preload's placeholder).
 Each N starts a fresh server; the figures per connection are (held - idle server) / N.
 
     bench/run --only capacity            # N = 10,000 and 100,000 (--quick: 10,000 only)
@@ -22,23 +29,29 @@ import subprocess
 import sys
 import time
 
-ADDRS = ["198.18.0.10", "198.18.0.11", "198.18.0.12", "198.18.0.13"]
 PORT = 9600
+PER_PROC = 18000        # connections per process, under this machine's hard RLIMIT_NOFILE
 
 
 def log(msg):
     print(f"[capacity] {msg}", file=sys.stderr, flush=True)
 
 
-def server_pid(host):
+def server_pids(host):
+    out = []
     for pid in host.pids():
         try:
             with open(f"/proc/{pid}/comm") as f:
                 if f.read().strip() == "echo_many":
-                    return pid
+                    out.append(pid)
         except OSError:
             pass
-    return None
+    return out
+
+
+def nofile_hard():
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
 
 def memory(pid):
@@ -68,33 +81,56 @@ def slab_kb():
     return 0
 
 
-def one(tb, build_dir, n):
+def server_memory(pids):
+    per = [memory(p) for p in pids]
+    return {"Pss": sum(m.get("Pss", 0) for m in per), "Rss_max": max(m.get("Rss", 0) for m in per),
+            "memfd_alloc": max(m.get("memfd_alloc", 0) for m in per),
+            "memfd_size": max(m.get("memfd_size", 0) for m in per), "procs": len(per)}
+
+
+def one(tb, build_dir, n, addrs):
     a, b = tb.host("a"), tb.host("b")
     exe = build_dir / "slipstream"
+    procs = -(-n // PER_PROC)
     srv = b.popen([str(exe), "run", "--iface", "veth0", "--strict", "--",
-                   str(build_dir / "tests/prog/echo_many"), str(PORT)],
+                   str(build_dir / "tests/prog/echo_many"), str(PORT), "262144", str(procs)],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert srv.stdout.readline().strip() == "listening"
-    time.sleep(0.5)
-    pid = server_pid(b)
-    idle = memory(pid)
-    slab0 = slab_kb()
-    cl = a.popen([str(build_dir / "tests/prog/conn_flood"), "198.18.0.2", str(PORT), str(n), "--src",
-                  ",".join(ADDRS), "--inflight", "1000", "--timeout", "300", "--hold"],
-                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    res = json.loads(cl.stdout.readline())
-    assert cl.stdout.readline().strip() == "holding"
     time.sleep(1.0)
-    held = memory(pid)
+    pids = server_pids(b)
+    idle = server_memory(pids)
+    slab0 = slab_kb()
+    clients = []
+    t0 = time.monotonic()
+    for k in range(procs):
+        cnt = n // procs + (1 if k < n % procs else 0)
+        clients.append(a.popen([str(build_dir / "tests/prog/conn_flood"), "198.18.0.2", str(PORT), str(cnt),
+                                "--src", addrs[k], "--inflight", str(max(1000 // procs, 100)),
+                                "--timeout", "300", "--hold"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for cl in clients:
+        results.append(json.loads(cl.stdout.readline()))
+        assert cl.stdout.readline().strip() == "holding"
+    took = time.monotonic() - t0
+    time.sleep(1.0)
+    held = server_memory(server_pids(b))
     slab1 = slab_kb()
     sockstat = b.run(["cat", "/proc/net/sockstat"]).stdout
-    cl.stdin.write("\n")
-    cl.stdin.flush()
-    cl.communicate(timeout=120)
-    srv.terminate()
+    counters = b.run([str(exe), "stat", "--iface", "veth0"]).stdout
+    for cl in clients:
+        cl.stdin.write("\n")
+        cl.stdin.flush()
+    for cl in clients:
+        cl.communicate(timeout=120)
+    b.run(["pkill", "-TERM", "-x", "echo_many"])
     srv.communicate(timeout=30)
-    row = {"n": n, **res, "idle": idle, "held": held, "slab_kb_delta": slab1 - slab0,
-           "sockstat_b": " | ".join(sockstat.strip().splitlines())}
+    tot = {k: sum(r[k] for r in results) for k in results[0] if k != "seconds"}
+    row = {"n": n, **tot, "seconds": round(took, 2), "server_procs": procs, "idle": idle, "held": held,
+           "slab_kb_delta": slab1 - slab0, "sockstat_b": " | ".join(sockstat.strip().splitlines()),
+           "counters": {k: v for k, v in (l.split() for l in counters.splitlines() if len(l.split()) == 2)
+                        if k in ("tcp.conns", "tcp.conn_full", "tcp.syn_full_drops", "tcp.listen_overflows",
+                                 "tcp.syncookies_sent", "tcp.syncookies_ok")}}
     log(json.dumps(row))
     return row
 
@@ -107,23 +143,25 @@ def run(repo, build_dir, quick=False, prefix="slc"):
     try:
         tb.up()
         a = tb.host("a")
-        for addr in ADDRS:
+        addrs = [f"198.18.0.{10 + k}" for k in range(8)]
+        for addr in addrs:
             a.run(["ip", "addr", "add", f"{addr}/24", "dev", "veth0"], check=True)
+        log(f"hard RLIMIT_NOFILE {nofile_hard()}: {PER_PROC} connections per process")
         for n in ([10000] if quick else [10000, 100000]):
-            rows.append(one(tb, build_dir, n))
+            rows.append(one(tb, build_dir, n, addrs))
     finally:
         tb.down()
-    lines = ["| clients | served | failed | seconds | server RSS (MiB) | PSS (MiB) | memfd allocated (MiB) | "
-             "memfd per conn (B) | PSS per conn (B) | kernel slab per conn (B, machine-wide) |",
+    lines = ["| clients | served | failed | seconds | server procs | server PSS (MiB) | memfd allocated (MiB) | "
+             "memfd per conn (B) | PSS per conn (B) | kernel slab per conn (B, machine-wide, both ends) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         n, i, h = r["n"], r["idle"], r["held"]
-        lines.append(f"| {n:,} | {r['served']:,} | {r['failed']:,} | {r['seconds']} | {h['Rss'] / 1024:.1f} | "
+        lines.append(f"| {n:,} | {r['served']:,} | {r['failed']:,} | {r['seconds']} | {r['server_procs']} | "
                      f"{h['Pss'] / 1024:.1f} | {h['memfd_alloc'] / 2**20:.1f} | "
                      f"{(h['memfd_alloc'] - i['memfd_alloc']) / n:.0f} | {(h['Pss'] - i['Pss']) * 1024 / n:.0f} | "
                      f"{r['slab_kb_delta'] * 1024 / n:.0f} |")
     lines.append("")
-    lines.append(f"idle server: RSS {rows[0]['idle']['Rss'] / 1024:.1f} MiB, PSS {rows[0]['idle']['Pss'] / 1024:.1f} MiB, "
-                 f"memfd {rows[0]['idle']['memfd_alloc'] / 2**20:.1f} MiB allocated of "
-                 f"{rows[0]['idle']['memfd_size'] / 2**20:.1f} MiB")
+    i = rows[0]["idle"]
+    lines.append(f"idle server (1 process): PSS {i['Pss'] / 1024:.1f} MiB, memfd {i['memfd_alloc'] / 2**20:.1f} MiB "
+                 f"allocated of {i['memfd_size'] / 2**20:.1f} MiB")
     return "\n".join(lines)

@@ -1,9 +1,11 @@
 /* An echo server for many concurrent connections, plain POSIX (epoll, level-triggered): the
  * capacity tests run it under `slipstream run` against tests/prog/conn_flood.c.
- *   echo_many PORT [NOFILE]
- * Raises RLIMIT_NOFILE to NOFILE (default 262144; needs root above the hard limit), listens on
- * 0.0.0.0:PORT, prints "listening" and echoes what each connection sends until it closes.
- * Runs until SIGTERM/SIGINT. Errors: one line on stderr, exit 1. */
+ *   echo_many PORT [NOFILE [WORKERS]]
+ * Raises RLIMIT_NOFILE to NOFILE (default 262144; else to the hard limit), listens on
+ * 0.0.0.0:PORT, forks WORKERS - 1 more processes that accept from the same listener (past one
+ * process's fd limit, as nginx workers do), prints "listening" and echoes what each connection
+ * sends until it closes. Runs until SIGTERM/SIGINT (of the whole process group). Errors: one
+ * line on stderr, exit 1. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,8 +28,8 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: echo_many PORT [NOFILE]\n");
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: echo_many PORT [NOFILE [WORKERS]]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -49,14 +51,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "echo_many: listen on port %d: %s\n", port, strerror(errno));
         return 1;
     }
+    int workers = argc > 3 ? atoi(argv[3]) : 1;
+    pid_t first = getpid();
+    for (int w = 1; w < workers; w++)
+        if (fork() == 0)
+            break;
     int ep = epoll_create1(0);
     struct epoll_event ev = { .events = EPOLLIN, .data.fd = l };
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev) < 0) {
         fprintf(stderr, "echo_many: epoll: %s\n", strerror(errno));
         return 1;
     }
-    printf("listening\n");
-    fflush(stdout);
+    if (getpid() == first) {
+        printf("listening\n");
+        fflush(stdout);
+    }
 
     struct epoll_event evs[512];
     char buf[4096];
