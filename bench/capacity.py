@@ -49,6 +49,16 @@ def server_pids(host):
     return out
 
 
+def cpu_s(pid):
+    """utime + stime of a process, all threads, in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def nofile_hard():
     import resource
     return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -115,6 +125,10 @@ def one(tb, build_dir, n, addrs):
     took = time.monotonic() - t0
     time.sleep(1.0)
     held = server_memory(server_pids(b))
+    # CPU the server spends holding the idle connections (all its threads), over 5 s
+    c0 = sum(cpu_s(p) for p in server_pids(b))
+    time.sleep(5.0)
+    idle_cpu = (sum(cpu_s(p) for p in server_pids(b)) - c0) / 5.0
     slab1 = slab_kb()
     sockstat = b.run(["cat", "/proc/net/sockstat"]).stdout
     counters = b.run([str(exe), "stat", "--iface", "veth0"]).stdout
@@ -127,6 +141,7 @@ def one(tb, build_dir, n, addrs):
     srv.communicate(timeout=30)
     tot = {k: sum(r[k] for r in results) for k in results[0] if k != "seconds"}
     row = {"n": n, **tot, "seconds": round(took, 2), "server_procs": procs, "idle": idle, "held": held,
+           "idle_cpu": round(idle_cpu, 3),
            "slab_kb_delta": slab1 - slab0, "sockstat_b": " | ".join(sockstat.strip().splitlines()),
            "counters": {k: v for k, v in (l.split() for l in counters.splitlines() if len(l.split()) == 2)
                         if k in ("tcp.conns", "tcp.conn_full", "tcp.syn_full_drops", "tcp.listen_overflows",
@@ -152,14 +167,15 @@ def run(repo, build_dir, quick=False, prefix="slc"):
     finally:
         tb.down()
     lines = ["| clients | served | failed | seconds | server procs | server PSS (MiB) | memfd allocated (MiB) | "
-             "memfd per conn (B) | PSS per conn (B) | kernel slab per conn (B, machine-wide, both ends) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "memfd per conn (B) | PSS per conn (B) | kernel slab per conn (B, machine-wide, both ends) | "
+             "server CPU while idle (cores) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         n, i, h = r["n"], r["idle"], r["held"]
         lines.append(f"| {n:,} | {r['served']:,} | {r['failed']:,} | {r['seconds']} | {r['server_procs']} | "
                      f"{h['Pss'] / 1024:.1f} | {h['memfd_alloc'] / 2**20:.1f} | "
                      f"{(h['memfd_alloc'] - i['memfd_alloc']) / n:.0f} | {(h['Pss'] - i['Pss']) * 1024 / n:.0f} | "
-                     f"{r['slab_kb_delta'] * 1024 / n:.0f} |")
+                     f"{r['slab_kb_delta'] * 1024 / n:.0f} | {r['idle_cpu']} |")
     lines.append("")
     i = rows[0]["idle"]
     lines.append(f"idle server (1 process): PSS {i['Pss'] / 1024:.1f} MiB, memfd {i['memfd_alloc'] / 2**20:.1f} MiB "

@@ -1147,6 +1147,11 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
 }
 
+size_t slip_sock__tcp_evgen_stride(void)
+{
+    return sizeof(struct tcp_side);
+}
+
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock)
 {
     return &s->t.ts[sock].evgen;

@@ -103,6 +103,9 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
  * FUTEX_PRIVATE_FLAG), and the count of threads asleep on it: a poll that bumps the generation
  * of a socket with waiters wakes them (preload_block's many-thread path). */
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock);
+/* Bytes from one TCP socket's event generation word to the next one's (they are not an array of
+ * uint32_t): a scan over many sockets loads word(0) + sock * stride. */
+size_t slip_sock__tcp_evgen_stride(void);
 void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta);
 /* Adds delta to the count of file descriptors (in every process) referring to a socket, and to
  * this process's share of it (so the share can be given back if the process dies). Returns the
