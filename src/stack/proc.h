@@ -24,7 +24,7 @@ struct slip_proc {
     uint32_t pad;
     uint64_t start;                 /* the holder's start time: a reused pid is another process */
     /* The references it holds per stack socket and the copies of reservation sockets it has
-     * live in a block per slot sized by the table sizes (stack.c, proc_block): untouched pages
+     * live in a block per slot sized by the table sizes (socktab.h): untouched pages
      * of it cost nothing, and the stack zeroes it (frees its pages) before freeing the slot. */
     uint32_t closeq_n;
     int32_t closeq[SLIP_PROC_CLOSEQ];       /* fds to close in this process (released elsewhere) */
