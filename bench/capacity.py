@@ -1,8 +1,9 @@
 """Concurrent connections: how many kernel clients an accelerated server serves at once, and what
 an idle connection costs. Two-host testbed (a=198.18.0.1, b=198.18.0.2). tests/prog/echo_many runs
 in b under `slipstream run` (default SLIP_MAX_CONNS) and tests/prog/conn_flood in a opens the
-connections (1,000 handshakes in flight), has 9 bytes echoed on each, and holds them open while
-the server's memory is read.
+connections (1,000 handshakes in flight, each from a port of its own: --sport-base, so the
+kernel client does not search for free ephemeral ports), has 9 bytes echoed on each, and holds
+them open while the server's memory is read.
 
 Every connection is a fd on both sides, and a process's fds stop at the hard RLIMIT_NOFILE
 (raising it needs CAP_SYS_RESOURCE): past PER_PROC connections the server runs as several worker
@@ -115,7 +116,7 @@ def one(tb, build_dir, n, addrs):
     for k in range(procs):
         cnt = n // procs + (1 if k < n % procs else 0)
         clients.append(a.popen([str(build_dir / "tests/prog/conn_flood"), "198.18.0.2", str(PORT), str(cnt),
-                                "--src", addrs[k], "--inflight", str(max(1000 // procs, 100)),
+                                "--src", addrs[k], "--sport-base", "20000", "--inflight", str(max(1000 // procs, 100)),
                                 "--timeout", "300", "--hold"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
@@ -162,8 +163,11 @@ def run(repo, build_dir, quick=False, prefix="slc"):
         for addr in addrs:
             a.run(["ip", "addr", "add", f"{addr}/24", "dev", "veth0"], check=True)
         log(f"hard RLIMIT_NOFILE {nofile_hard()}: {PER_PROC} connections per process")
+        used = 0
         for n in ([10000] if quick else [10000, 100000]):
-            rows.append(one(tb, build_dir, n, addrs))
+            # fresh source addresses per run: the last run's ports are in TIME_WAIT
+            rows.append(one(tb, build_dir, n, addrs[used:]))
+            used += -(-n // PER_PROC)
     finally:
         tb.down()
     lines = ["| clients | served | failed | seconds | server procs | server PSS (MiB) | memfd allocated (MiB) | "

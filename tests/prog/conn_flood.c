@@ -1,9 +1,12 @@
 /* A kernel client holding many concurrent TCP connections to one server, for the capacity
  * tests and bench/capacity.sh:
- *   conn_flood DST PORT COUNT [--src A,B,...] [--inflight K] [--timeout S] [--hold]
+ *   conn_flood DST PORT COUNT [--src A,B,...] [--sport-base P] [--inflight K] [--timeout S] [--hold]
  * Opens COUNT connections (at most K handshakes at once, default 1000), spread over the source
  * addresses given (several are needed past ~28,000: the kernel's ephemeral ports are per source
- * address), sends each one 9 bytes of its own and waits for them to be echoed. Connections stay
+ * address), sends each one 9 bytes of its own and waits for them to be echoed. --sport-base
+ * binds connection i to port P + i / (number of sources) instead of letting connect() search
+ * for a free ephemeral port (a search that costs the kernel more per connection the more
+ * connections to the same server it holds). Connections stay
  * open. Prints one JSON line: how many connected, were served (echo right), failed (and why),
  * and the seconds taken. With --hold it then prints "holding", waits for a line (or EOF) on
  * stdin, closes everything and exits. Exit 0 unless the arguments are wrong. */
@@ -52,7 +55,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "conn_flood: bad address %s\n", argv[1]);
         return 2;
     }
-    int count = atoi(argv[3]), inflight = 1000;
+    int count = atoi(argv[3]), inflight = 1000, sport_base = 0;
     double timeout = 60;
     bool hold = false;
     struct in_addr srcs[64];
@@ -63,6 +66,8 @@ int main(int argc, char **argv)
             for (char *t = strtok_r(argv[++i], ",", &save); t && nsrc < 64; t = strtok_r(NULL, ",", &save))
                 if (inet_pton(AF_INET, t, &srcs[nsrc]) == 1)
                     nsrc++;
+        } else if (!strcmp(argv[i], "--sport-base") && i + 1 < argc) {
+            sport_base = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--inflight") && i + 1 < argc) {
             inflight = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
@@ -106,11 +111,23 @@ int main(int argc, char **argv)
                 e_local++;
                 continue;
             }
-            if (nsrc) {
+            if (nsrc || sport_base) {
                 int one = 1;
-                struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = srcs[next % nsrc] };
-                setsockopt(k->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-                bind(k->fd, (struct sockaddr *)&sa, sizeof(sa));
+                struct sockaddr_in sa = { .sin_family = AF_INET };
+                if (nsrc)
+                    sa.sin_addr = srcs[next % nsrc];
+                if (sport_base)
+                    sa.sin_port = htons((uint16_t)(sport_base + (next - 1) / (nsrc ? nsrc : 1)));
+                else
+                    setsockopt(k->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+                if (bind(k->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                    close(k->fd);
+                    k->fd = -1;
+                    k->state = C_FAILED;
+                    failed++;
+                    e_local++;
+                    continue;
+                }
             }
             if (connect(k->fd, (struct sockaddr *)&dst, sizeof(dst)) < 0 && errno != EINPROGRESS) {
                 close(k->fd);
