@@ -27,13 +27,16 @@ static void fix_ip_csum(uint8_t *f, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct harness h;
-    static struct udp_shared u;
+    static struct udp_shared *up;
+    if (!up)
+        up = malloc(udp_shared__bytes(16));
+    struct udp_shared *u = up;
     harness_init(&h);
-    udp_shared__init(&u);
-    int s1 = udp_sock__alloc(&u), s2 = udp_sock__alloc(&u);
-    udp_sock__bind(&u, (slip_idx_t)s1, 0, 7);
-    udp_sock__bind(&u, (slip_idx_t)s2, ip4(198, 18, 0, 2), 9);
-    udp_sock__connect(&u, (slip_idx_t)s2, ip4(198, 18, 0, 1), 5000);
+    udp_shared__init(u, 16);
+    int s1 = udp_sock__alloc(u), s2 = udp_sock__alloc(u);
+    udp_sock__bind(u, (slip_idx_t)s1, 0, 7);
+    udp_sock__bind(u, (slip_idx_t)s2, ip4(198, 18, 0, 2), 9);
+    udp_sock__connect(u, (slip_idx_t)s2, ip4(198, 18, 0, 1), 5000);
 
     while (size >= 3) {
         uint8_t flags = data[0];
@@ -62,22 +65,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ip_input(&h.env, p, H_IFINDEX, &rx))
             continue;
         if (rx.ip.proto == WIRE_IPPROTO_UDP) {
-            udp_input(&h.env, &u, &rx);
+            udp_input(&h.env, u, &rx);
         } else {
             struct ip_icmp_err e;
             if (rx.ip.proto == WIRE_IPPROTO_ICMP && ip_icmp__input(&h.env, &rx, &e))
-                udp_icmp_error(&u, &e);
+                udp_icmp_error(u, &e);
             pkt__free_chain(&h.pool, rx.pkt);
         }
         /* Keep queues short so a long input does not run out of frames. */
         static uint8_t out[65536];
-        while (udp_sock__recv(&u, &h.pool, (slip_idx_t)s1, out, sizeof(out), NULL, NULL, UDP_RECV_TRUNC) != -EAGAIN)
+        while (udp_sock__recv(u, &h.pool, (slip_idx_t)s1, out, sizeof(out), NULL, NULL, UDP_RECV_TRUNC) != -EAGAIN)
             ;
-        while (udp_sock__recv(&u, &h.pool, (slip_idx_t)s2, out, sizeof(out), NULL, NULL, 0) != -EAGAIN)
+        while (udp_sock__recv(u, &h.pool, (slip_idx_t)s2, out, sizeof(out), NULL, NULL, 0) != -EAGAIN)
             ;
     }
-    udp_sock__close(&u, &h.pool, (slip_idx_t)s1);
-    udp_sock__close(&u, &h.pool, (slip_idx_t)s2);
+    udp_sock__close(u, &h.pool, (slip_idx_t)s1);
+    udp_sock__close(u, &h.pool, (slip_idx_t)s2);
     ip_shared__purge(&h.env);
     if (h.pool.frames->count != H_NFRAMES)
         abort();

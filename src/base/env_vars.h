@@ -27,6 +27,10 @@
       .doc = "busy polling per AF_XDP socket (SO_BUSY_POLL with SO_PREFER_BUSY_POLL); 0: off") \
     X(BUSY_POLL_BUDGET, INT, STACK, .min = 1, .max = 1024, .def = "64", \
       .doc = "SO_BUSY_POLL_BUDGET") \
+    X(MAX_CONNS, INT, STACK, .min = 16, .max = 16777216, .def = "131072", \
+      .doc = "TCP connections one stack holds at once, listeners and TIME_WAIT included; memory grows with the connections in use (about 2.8 KiB each in the stack, plus the kernel socket behind each accepted fd), not with this number: it sizes address space only") \
+    X(MAX_UDP, INT, STACK, .min = 16, .max = 4194304, .def = "8192", \
+      .doc = "UDP sockets one stack holds at once (address space, not memory)") \
     X(LOG, ENUM, STACK, .choices = "error,warn,info,debug", .def = "warn", \
       .doc = "the least severe messages printed") \
     X(IFACES, LIST, POSIX, .min = 1, .max = 4, \
@@ -44,6 +48,8 @@
       .doc = "1: let the program create io_uring instances; by default io_uring_setup fails with ENOSYS (one warning line): socket work submitted through io_uring would bypass the stack, and libuv and others fall back to epoll") \
     X(GUARD, TEXT, POSIX, .def_doc = "the slipstream binary (slipstream run sets it to itself), else the one next to the library", \
       .doc = "the program started as the stack's guardian (slipstream guard), which resets the connections of a stack whose processes all died; 0: no guardian") \
+    X(RAISE_NOFILE, BOOL, POSIX, .def = "1", \
+      .doc = "0: slipstream run leaves the soft RLIMIT_NOFILE as it is (1: raised to the hard limit, as servers with many connections need)") \
     X(PRELOAD_LIB, TEXT, POSIX, .def_doc = "libslipstream.so next to the slipstream binary", \
       .doc = "the library slipstream run preloads") \
     X(DUMP_AT_EXIT, BOOL, POSIX, .def = "0", \

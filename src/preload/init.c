@@ -47,12 +47,23 @@ static void resolve(void)
     real_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
 }
 
+/* Sized for the hard limit, not the soft one: servers raise their soft limit themselves
+ * (nginx worker_rlimit_nofile, Go at start-up) after this runs. calloc'd pages are touched
+ * only as fds are used, so a large table costs address space, not memory. */
 static void size_fd_table(void)
 {
     struct rlimit rl;
-    rlim_t n = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20)
-        n = rl.rlim_cur > 1024 ? rl.rlim_cur : 1024;
+    rlim_t n = 65536, cap = 1u << 20;   /* fs.nr_open's default, the kernel's own cap */
+    FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+    unsigned long nr = 0;
+    if (f && fscanf(f, "%lu", &nr) == 1 && nr >= 1024 && nr <= 1u << 26)
+        cap = nr;
+    if (f)
+        fclose(f);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        n = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > cap ? cap : rl.rlim_max;
+    if (n < 1024)
+        n = 1024;
     g_pre.fds = calloc(n, sizeof(*g_pre.fds));
     g_pre.nfds = g_pre.fds ? (int)n : 0;
 }

@@ -703,10 +703,11 @@ void preload_ready_epoch_bump(void)
  * it fires only on news). A server with thousands of idle connections then pays a load per
  * entry, not a readiness computation (nginx keep-alive with 3,000 idle connections: 20 % of its
  * core went to this scan). Every 100 ms (SLIP_EPOLL_ALL_MS) every entry is looked at anyway. */
-static bool skip_unchanged(const struct uepoll_ent *x, const uint32_t *evgen, bool all)
+static bool skip_unchanged(const struct uepoll_ent *x, const char *evgen, size_t stride, bool all)
 {
     return !all && x->looked &&
-           __atomic_load_n(&evgen[x->sock_look], __ATOMIC_RELAXED) == x->gen_look &&
+           __atomic_load_n((const uint32_t *)(const void *)(evgen + (size_t)x->sock_look * stride),
+                           __ATOMIC_RELAXED) == x->gen_look &&
            (!x->was_ready || (x->events & EPOLLET));
 }
 
@@ -723,10 +724,11 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
     /* The sockets' event generations, in the stack's shared memory: one load per entry. An
      * entry's fd cannot name another socket while it is in the set (close and dup2 take it out
      * or detach it), so the socket looked at last time is the one it names now. */
-    const uint32_t *evgen = slip_sock__tcp_evgen_word(g_pre.stack, 0);
+    const char *evgen = (const char *)slip_sock__tcp_evgen_word(g_pre.stack, 0);
+    size_t stride = slip_sock__tcp_evgen_stride();
     for (int i = 0; i < ep->n && n < max; i++) {
         struct uepoll_ent *x = &ep->ents[i];
-        if (x->disabled || skip_unchanged(x, evgen, all))
+        if (x->disabled || skip_unchanged(x, evgen, stride, all))
             continue;
         struct pfd tmp, *p = ent_pfd(x, &tmp);
         if (!p)

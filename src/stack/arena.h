@@ -14,8 +14,10 @@ struct slip_arena {
     size_t used;                /* bump pointer, creation time only */
 };
 
-/* Creates a memfd of size bytes (rounded up to pages) and maps it. Negative errno. */
-int slip_arena__create(struct slip_arena *a, const char *name, size_t size);
+/* Creates a memfd of size bytes (rounded up to pages) and maps it, with the first `populate`
+ * bytes faulted in now (the frames and rings of the hot path); the rest (tables sized for their
+ * maximum) gets pages only where it is touched. Negative errno. */
+int slip_arena__create(struct slip_arena *a, const char *name, size_t size, size_t populate);
 /* Maps an existing arena memfd (size read with fstat). */
 int slip_arena__attach(struct slip_arena *a, int memfd);
 void slip_arena__destroy(struct slip_arena *a);

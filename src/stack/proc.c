@@ -42,9 +42,6 @@ uint64_t slip_proc__start_time(pid_t pid)
 
 static void slot_clear(struct slip_proc *p)
 {
-    memset(p->tcp, 0, sizeof(p->tcp));
-    memset(p->udp, 0, sizeof(p->udp));
-    memset(p->held, 0, sizeof(p->held));
     p->closeq_n = 0;
     p->start = 0;
 }

@@ -12,9 +12,6 @@
 #include <sys/types.h>
 
 #define SLIP_PROC_MAX     64       /* processes attached to one stack at a time */
-#define SLIP_PROC_TCP     4096     /* = SLIP_TCP_MAX_CONNS */
-#define SLIP_PROC_UDP     1024     /* = UDP_MAX_SOCKS */
-#define SLIP_PROC_KFDS    (SLIP_PROC_TCP + SLIP_PROC_UDP)  /* TCP reservations, then UDP ones */
 #define SLIP_PROC_CLOSEQ  256
 
 /* pid values of a slot besides a holder's pid */
@@ -26,9 +23,9 @@ struct slip_proc {
     int32_t pid;
     uint32_t pad;
     uint64_t start;                 /* the holder's start time: a reused pid is another process */
-    uint32_t tcp[SLIP_PROC_TCP];    /* references held, per stack socket */
-    uint32_t udp[SLIP_PROC_UDP];
-    uint64_t held[SLIP_PROC_KFDS / 64];     /* copies of reservation sockets, by index */
+    /* The references it holds per stack socket and the copies of reservation sockets it has
+     * live in a block per slot sized by the table sizes (socktab.h): untouched pages
+     * of it cost nothing, and the stack zeroes it (frees its pages) before freeing the slot. */
     uint32_t closeq_n;
     int32_t closeq[SLIP_PROC_CLOSEQ];       /* fds to close in this process (released elsewhere) */
 };

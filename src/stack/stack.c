@@ -35,12 +35,13 @@
 #include "stack/guard.h"
 #include "stack/lock.h"
 #include "stack/proc.h"
+#include "stack/socktab.h"
 #include "tcp/tcp.h"
 #include "tcp/tcp_fsm.h"
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 8   /* 7: reassembly eviction state in struct ip_shared; 8: stack.kfd_refused */
+#define SLIP_SHM_VERSION 9   /* 7: reassembly eviction state; 8: stack.kfd_refused; 9: tables sized at run time */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -51,22 +52,10 @@ struct stack_counters {
 #undef STACK_COUNTER_FIELD
 };
 
-#define SLIP_TCP_MAX_CONNS 4096
-_Static_assert(SLIP_TCP_MAX_CONNS == SLIP_PROC_TCP && UDP_MAX_SOCKS == SLIP_PROC_UDP, "proc.h sizes");
-
-/* What a TCP connection holds outside the engine: the kernel socket reserving its port and its
- * claim in the XDP program. Released when the engine is done with the connection (after
- * TIME_WAIT or LAST_ACK), not at close, so neither the kernel nor the XDP program can hand the
- * 4-tuple to someone else while segments of it are still in flight. It lives in shared memory
- * with the connection: the kernel socket is inherited (not close-on-exec) by fork children and
- * exec'd images, so whichever process releases it holds the same fd number. */
-struct tcp_res {
-    int kfd;
-    uint8_t key;                /* 0 none, 1 listen (laddr, lport), 2 connected 4-tuple */
-    uint8_t pending;            /* closed by the application, waiting for the engine */
-    be32 laddr, raddr;
-    uint16_t lport, rport;
-};
+/* Table sizes: SLIP_MAX_CONNS and SLIP_MAX_UDP. Their regions are sized for the maximum but
+ * only touched as sockets come (see slip_arena__create), so the default is generous. */
+#define SLIP_MAX_CONNS_DEFAULT 131072
+#define SLIP_MAX_UDP_DEFAULT   8192
 
 /* Head of the arena. Offsets locate every region. */
 struct slip_shm {
@@ -76,39 +65,21 @@ struct slip_shm {
     uint32_t frame_size;
     uint32_t headroom;
     struct slip_lock lock;
-    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_udp, off_tcp;
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip;
+    struct slip_socktab_layout tabs;    /* the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP */
     struct stack_counters c;
-    /* File descriptors (in all processes) that refer to each socket: the POSIX layer closes the
-     * stack socket when the last one goes, wherever fork() or dup() put them. */
     slip_time_t last_poll;      /* when any process last ran the poll loop */
     uint32_t last_holder;       /* pid that held the lock last */
     uint32_t sleepers;          /* application threads asleep on the wait fds */
-    uint32_t tcp_refs[4096];
-    uint32_t tcp_evgen[4096];   /* bumped on every engine wakeup: edge-triggered epoll */
-    uint32_t tcp_waiters[4096]; /* threads (any process) asleep on a futex on tcp_evgen[i] */
-    struct tcp_res tres[SLIP_TCP_MAX_CONNS];
     uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
     uint32_t tres_seen;         /* the engine's freed_seq the last reap looked at */
-    uint16_t cork[SLIP_TCP_MAX_CONNS];  /* connections with a send held for the next kick */
-    uint32_t ncork;
-    int32_t udp_kfd[UDP_MAX_SOCKS];   /* kernel socket reserving each UDP socket's port */
+    uint32_t ncork;             /* connections in the cork list (sends held for the next kick) */
     /* What another process needs to attach (exec'd images): the configuration's numbers and
      * the interfaces with their queue counts. */
     uint32_t ring_size, burst, nifs;
     uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
     char ifname[SLIP_MAX_IFACES][16];
-    uint32_t udp_refs[1024];
     struct slip_procs procs;    /* who holds which references and reservation sockets */
-    /* Inode of the application's kernel socket behind each stack socket: a process that
-     * receives that kernel socket over a UNIX socket (SCM_RIGHTS) finds the stack socket. */
-    uint64_t tcp_ino[SLIP_TCP_MAX_CONNS];
-    uint64_t udp_ino[UDP_MAX_SOCKS];
-    /* References travelling in UNIX socket messages (SCM_RIGHTS), counted in the sender's slot
-     * until a receiver takes one over: the sender may close its fd before anyone receives. */
-    uint32_t tcp_inflight[SLIP_TCP_MAX_CONNS];
-    int32_t tcp_inflight_slot[SLIP_TCP_MAX_CONNS];
-    uint32_t udp_inflight[UDP_MAX_SOCKS];
-    int32_t udp_inflight_slot[UDP_MAX_SOCKS];
 };
 
 struct stack_iface {
@@ -140,9 +111,8 @@ struct slip_stack {
     int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
-    int *kfd;                   /* shm->udp_kfd */
     struct tcp_shared *tcp;
-    struct tcp_res *tres;       /* shm->tres */
+    struct slip_socktab t;      /* the sized tables (socktab.h) */
     int proc;                   /* this process's slot in shm->procs, -1 without one */
     bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
     slip_time_t reap_next;
@@ -210,7 +180,7 @@ static void proc_drain_closeq(struct slip_stack *s);
  * or inherited it as one (kfd.h); anything else is counted and left open. */
 static void kfd_close(struct slip_stack *s, int fd)
 {
-    if (fd >= 0 && slip_kfd__close(fd) < 0)
+    if (fd > 0 && slip_kfd__close(fd) < 0)      /* 0: none (socktab.h) */
         s->shm->c.kfd_refused++;
 }
 
@@ -278,18 +248,40 @@ static void proc_drain_closeq(struct slip_stack *s)
     me->closeq_n = 0;
 }
 
-static bool held_test(const struct slip_proc *p, unsigned i)
+static uint32_t *proc_tcp(struct slip_stack *s, int k)
 {
-    return (p->held[i / 64] >> (i % 64)) & 1;
+    return slip_socktab__proc_tcp(&s->t, k);
+}
+
+static uint32_t *proc_udp(struct slip_stack *s, int k)
+{
+    return slip_socktab__proc_udp(&s->t, k);
+}
+
+static uint64_t *proc_held(struct slip_stack *s, int k)
+{
+    return slip_socktab__proc_held(&s->t, k);
+}
+
+static bool held_test(struct slip_stack *s, int k, unsigned i)
+{
+    return (proc_held(s, k)[i / 64] >> (i % 64)) & 1;
+}
+
+/* A slot whose block can hold anything: free slots' blocks are zero and stay untouched. */
+static bool proc_in_use(struct slip_stack *s, int k)
+{
+    return __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE;
 }
 
 /* Lock held: this process just made the reservation socket of TCP slot i; nobody else has a copy. */
 static void proc_kfd_hold(struct slip_stack *s, unsigned i)
 {
     for (int k = 0; k < SLIP_PROC_MAX; k++)
-        s->shm->procs.p[k].held[i / 64] &= ~(1ull << (i % 64));
+        if (k != s->proc && proc_in_use(s, k) && held_test(s, k, i))
+            proc_held(s, k)[i / 64] &= ~(1ull << (i % 64));
     if (s->proc >= 0)
-        s->shm->procs.p[s->proc].held[i / 64] |= 1ull << (i % 64);
+        proc_held(s, s->proc)[i / 64] |= 1ull << (i % 64);
 }
 
 /* Lock held: the reservation socket fd of TCP slot i is released. Every process with a copy
@@ -301,12 +293,12 @@ static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
     bool mine = s->proc < 0 && !s->guard;   /* fd numbers of the dead mean nothing in the guardian */
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
         struct slip_proc *p = &t->p[k];
-        if (!held_test(p, i))
+        if (!proc_in_use(s, k) || !held_test(s, k, i))
             continue;
-        p->held[i / 64] &= ~(1ull << (i % 64));
+        proc_held(s, k)[i / 64] &= ~(1ull << (i % 64));
         if (k == s->proc) {
             mine = true;
-        } else if (__atomic_load_n(&p->pid, __ATOMIC_ACQUIRE) != SLIP_PROC_FREE) {
+        } else {
             if (p->closeq_n < SLIP_PROC_CLOSEQ)
                 p->closeq[p->closeq_n++] = fd;
             else
@@ -353,6 +345,8 @@ void slip_config__defaults(struct slip_config *c)
     c->bind = XSK_BIND_AUTO;
     c->xdp = STEER_XDP_AUTO;
     c->busy_poll_budget = 64;
+    c->max_conns = SLIP_MAX_CONNS_DEFAULT;
+    c->max_udp = SLIP_MAX_UDP_DEFAULT;
 }
 
 /* Every SLIP_* variable the stack reads goes through the one table and parser (base/env.h). */
@@ -362,7 +356,7 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
 {
     static const enum xsk_bind_mode binds[] = { XSK_BIND_AUTO, XSK_BIND_COPY, XSK_BIND_ZEROCOPY };
     static const enum steer_xdp_mode modes[] = { STEER_XDP_AUTO, STEER_XDP_NATIVE, STEER_XDP_GENERIC };
-    uint64_t frame, ring, burst, busy, budget, bind, xdp;
+    uint64_t frame, ring, burst, busy, budget, bind, xdp, maxc, maxu;
     int rc;
     if ((rc = slip_env__get(SLIP_ENV_FRAME_SIZE, &frame, err, errlen)) < 0 ||
         (rc = slip_env__get(SLIP_ENV_RING_SIZE, &ring, err, errlen)) < 0 ||
@@ -370,7 +364,9 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
         (rc = slip_env__get(SLIP_ENV_BUSY_POLL, &busy, err, errlen)) < 0 ||
         (rc = slip_env__get(SLIP_ENV_BUSY_POLL_BUDGET, &budget, err, errlen)) < 0 ||
         (rc = slip_env__get(SLIP_ENV_BIND, &bind, err, errlen)) < 0 ||
-        (rc = slip_env__get(SLIP_ENV_XDP_MODE, &xdp, err, errlen)) < 0)
+        (rc = slip_env__get(SLIP_ENV_XDP_MODE, &xdp, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_MAX_CONNS, &maxc, err, errlen)) < 0 ||
+        (rc = slip_env__get(SLIP_ENV_MAX_UDP, &maxu, err, errlen)) < 0)
         return rc;
     /* The table bounds every number below 2^32 and every index to its choices. */
     c->frame_size = (uint32_t)frame;
@@ -379,6 +375,8 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
     c->busy_poll_usec = (uint32_t)busy;
     c->busy_poll_budget = (uint32_t)budget;
     c->busy_poll = c->busy_poll_usec > 0;
+    c->max_conns = (uint32_t)maxc;
+    c->max_udp = (uint32_t)maxu;
     c->bind = binds[bind];
     c->xdp = modes[xdp];
     return 0;
@@ -466,11 +464,14 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
      * reassembly and frames waiting for a neighbour. */
     uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size + 8192;
     size_t umem_bytes = (size_t)nframes * cfg->frame_size;
-    size_t total = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
-                   (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
-                   sizeof(struct ip_shared) + sizeof(struct udp_shared) +
-                   tcp_shared__bytes(SLIP_TCP_MAX_CONNS) + 8 * SLIP_CACHELINE;
-    rc = slip_arena__create(&s->arena, "slipstream-stack", total);
+    uint32_t mc = cfg->max_conns ? cfg->max_conns : SLIP_MAX_CONNS_DEFAULT;
+    uint32_t mu = cfg->max_udp ? cfg->max_udp : SLIP_MAX_UDP_DEFAULT;
+    size_t hot = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
+                 (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
+                 sizeof(struct ip_shared) + 4 * SLIP_CACHELINE;
+    /* The tables sized for the maximum come last, never faulted in as a whole (socktab.h). */
+    size_t total = hot + slip_socktab__bytes(mc, mu);
+    rc = slip_arena__create(&s->arena, "slipstream-stack", total, hot);
     if (rc < 0) {
         snprintf(err, errlen, "cannot create the stack's shared memory (%zu MiB): %s", total >> 20, strerror(-rc));
         goto fail;
@@ -482,9 +483,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     int64_t o_meta = slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
     int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
     int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
-    int64_t o_udp = slip_arena__carve(a, sizeof(struct udp_shared), SLIP_CACHELINE);
-    int64_t o_tcp = slip_arena__carve(a, tcp_shared__bytes(SLIP_TCP_MAX_CONNS), SLIP_CACHELINE);
-    if (o_udp < 0 || o_tcp < 0) {
+    struct slip_socktab_layout tabs;
+    if (o_ip < 0 || slip_socktab__carve(&s->t, &tabs, a, mc, mu) < 0) {
         snprintf(err, errlen, "internal error: arena layout does not fit");
         rc = -ENOMEM;
         goto fail;
@@ -499,8 +499,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_meta = (uint64_t)o_meta;
     s->shm->off_ctl = (uint64_t)o_ctl;
     s->shm->off_ip = (uint64_t)o_ip;
-    s->shm->off_udp = (uint64_t)o_udp;
-    s->shm->off_tcp = (uint64_t)o_tcp;
+    s->shm->tabs = tabs;
     s->shm->ring_size = cfg->ring_size;
     s->shm->burst = cfg->burst;
     s->shm->nifs = s->nifs;
@@ -510,6 +509,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
     }
     slip_lock__init(&s->shm->lock);
+    s->udp = s->t.udp;
+    s->tcp = s->t.tcp;
     proc_register(s, -1);
 
     s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
@@ -520,23 +521,15 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->pool.nframes = nframes;
     s->ctl_t = slip_arena__ptr(a, (uint64_t)o_ctl);
     s->ip = slip_arena__ptr(a, (uint64_t)o_ip);
-    s->udp = slip_arena__ptr(a, (uint64_t)o_udp);
     ip_shared__init(s->ip, nframes / 8);
-    udp_shared__init(s->udp);
-    s->tcp = slip_arena__ptr(a, (uint64_t)o_tcp);
+    udp_shared__init(s->udp, mu);
     uint8_t key[32];
     if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
         rc = -errno;
         snprintf(err, errlen, "getrandom: %s", strerror(errno));
         goto fail;
     }
-    tcp_shared__init(s->tcp, SLIP_TCP_MAX_CONNS, key);
-    s->tres = s->shm->tres;
-    s->kfd = s->shm->udp_kfd;
-    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-        s->tres[i].kfd = -1;
-    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-        s->kfd[i] = -1;
+    tcp_shared__init(s->tcp, mc, key);
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {
@@ -554,7 +547,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
 
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
-        rc = steer__attach(&f->steer, f->name, cfg->xdp, err, errlen);
+        rc = steer__attach(&f->steer, f->name, cfg->xdp, mc + mu, err, errlen);
         if (rc < 0)
             goto fail;
         for (unsigned q = 0; q < f->nq; q++) {
@@ -581,8 +574,8 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
         goto fail;
     }
-    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes",
-              s->nifs, nports, nframes, cfg->frame_size);
+    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes, %u TCP connections, "
+              "%u UDP sockets", s->nifs, nports, nframes, cfg->frame_size, mc, mu);
     stacks_register(s);
     *out = s;
     return 0;
@@ -597,14 +590,14 @@ void slip_stack__close(struct slip_stack *s)
     if (!s)
         return;
     stacks_unregister(s);       /* a later fork must not touch it (atfork_child) */
-    if (s->kfd)
-        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
-            if (s->kfd[i] >= 0)
-                kfd_close(s, s->kfd[i]);
-    if (s->tres)
-        for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-            if (s->tres[i].kfd >= 0)
-                kfd_close(s, s->tres[i].kfd);
+    if (s->t.us && s->udp)
+        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
+            if (s->t.us[i].kfd > 0)
+                kfd_close(s, s->t.us[i].kfd);
+    if (s->t.ts && s->tcp)
+        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++)
+            if (s->t.ts[i].res.kfd > 0)
+                kfd_close(s, s->t.ts[i].res.kfd);
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
@@ -751,8 +744,8 @@ static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
 {
     if (r->key != 1)
         return false;
-    for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS; i++) {
-        const struct tcp_res *o = &s->tres[i];
+    for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++) {
+        const struct tcp_res *o = &s->t.ts[i].res;
         if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
             return true;
     }
@@ -768,19 +761,18 @@ static void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
         for (unsigned i = 0; i < s->nifs; i++)
             steer__del(s->ifs[i].steer, &k);
     }
-    if (r->kfd >= 0)
-        proc_kfd_drop(s, (unsigned)(r - s->tres), r->kfd);
+    if (r->kfd > 0)
+        proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts), r->kfd);
     if (r->pending)
         s->shm->tres_pending--;
     memset(r, 0, sizeof(*r));
-    r->kfd = -1;
 }
 
 /* True when the engine no longer holds the connection these resources belong to. */
 static bool tcp_res_done(struct slip_stack *s, unsigned i)
 {
     const struct tcp_conn *c = &s->tcp->conns[i];
-    const struct tcp_res *r = &s->tres[i];
+    const struct tcp_res *r = &s->t.ts[i].res;
     return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
 }
 
@@ -795,26 +787,24 @@ static void tcp_res_reap(struct slip_stack *s)
     if (!s->shm->tres_pending || seq == seen)
         return;
     if (seq - seen > TCP_FREED_RING) {
-        for (unsigned i = 0; i < SLIP_TCP_MAX_CONNS && s->shm->tres_pending; i++)
-            if (s->tres[i].pending && tcp_res_done(s, i))
-                tcp_res_release(s, &s->tres[i]);
+        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t) && s->shm->tres_pending; i++)
+            if (s->t.ts[i].res.pending && tcp_res_done(s, i))
+                tcp_res_release(s, &s->t.ts[i].res);
         return;
     }
     for (uint32_t k = seen; k != seq && s->shm->tres_pending; k++) {
         slip_idx_t i = tcp__freed_slot(s->tcp, k);
-        if (i < SLIP_TCP_MAX_CONNS && s->tres[i].pending && tcp_res_done(s, i))
-            tcp_res_release(s, &s->tres[i]);
+        if (i < s->t.max_conns && s->t.ts[i].res.pending && tcp_res_done(s, i))
+            tcp_res_release(s, &s->t.ts[i].res);
     }
 }
 
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 static void uncork_all(struct slip_stack *s)
 {
-    /* count and entries are shared memory: bounded before they index anything */
-    uint32_t n = SLIP_MIN(s->shm->ncork, (uint32_t)SLIP_TCP_MAX_CONNS);
-    for (uint32_t k = 0; k < n; k++)
-        if (s->shm->cork[k] < SLIP_TCP_MAX_CONNS)
-            tcp_conn__uncork(&s->env, s->tcp, s->shm->cork[k]);
+    for (uint32_t k = 0; k < s->shm->ncork && k < s->t.max_conns; k++)
+        if (s->t.cork[k] < s->t.max_conns)
+            tcp_conn__uncork(&s->env, s->tcp, s->t.cork[k]);
     s->shm->ncork = 0;
 }
 
@@ -862,13 +852,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
      * which is what edge-triggered epoll reports. */
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
-        if (w < SLIP_TCP_MAX_CONNS) {
+        if (w < s->t.max_conns) {
             /* The bump is ordered before the look at the waiters (both sequentially
              * consistent): a waiter counted itself before it read the generation it sleeps on,
              * so either we see it here or its futex wait sees the new generation. */
-            __atomic_add_fetch(&s->shm->tcp_evgen[w], 1, __ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&s->shm->tcp_waiters[w], __ATOMIC_SEQ_CST))
-                syscall(SYS_futex, &s->shm->tcp_evgen[w], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            __atomic_add_fetch(&s->t.ts[w].evgen, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&s->t.ts[w].waiters, __ATOMIC_SEQ_CST))
+                syscall(SYS_futex, &s->t.ts[w].evgen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
             /* A listener with news (a connection to accept) wakes this process's epoll sets
              * that hold only listeners and sleep on the accept bell (preload wait.c). */
             if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
@@ -1150,27 +1140,31 @@ bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
 {
     if (tcp)
-        return __atomic_load_n(&s->shm->tcp_evgen[sock], __ATOMIC_RELAXED);
+        return __atomic_load_n(&s->t.ts[sock].evgen, __ATOMIC_RELAXED);
     return (uint32_t)s->udp->socks[sock].rx_datagrams;
+}
+
+size_t slip_sock__tcp_evgen_stride(void)
+{
+    return sizeof(struct tcp_side);
 }
 
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock)
 {
-    return &s->shm->tcp_evgen[sock];
+    return &s->t.ts[sock].evgen;
 }
 
 void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta)
 {
-    __atomic_add_fetch(&s->shm->tcp_waiters[sock], (uint32_t)delta, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->t.ts[sock].waiters, (uint32_t)delta, __ATOMIC_SEQ_CST);
 }
 
 uint32_t slip_sock__ref_in(struct slip_stack *s, int slot, bool tcp, int sock, int delta)
 {
-    if (slot >= 0 && slot < SLIP_PROC_MAX) {
-        struct slip_proc *p = &s->shm->procs.p[slot];
-        __atomic_add_fetch(tcp ? &p->tcp[sock] : &p->udp[sock], (uint32_t)delta, __ATOMIC_RELAXED);
-    }
-    uint32_t *r = tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock];
+    if (slot >= 0 && slot < SLIP_PROC_MAX)
+        __atomic_add_fetch(tcp ? &proc_tcp(s, slot)[sock] : &proc_udp(s, slot)[sock], (uint32_t)delta,
+                           __ATOMIC_RELAXED);
+    uint32_t *r = tcp ? &s->t.ts[sock].refs : &s->t.us[sock].refs;
     return __atomic_add_fetch(r, (uint32_t)delta, __ATOMIC_ACQ_REL);
 }
 
@@ -1186,44 +1180,48 @@ void slip_sock__pass_out(struct slip_stack *s, bool tcp, int sock)
 {
     stack_lock(s);
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
-    (tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock]++;
-    (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock] = s->proc;
+    if (tcp) {
+        s->t.ts[sock].inflight++;
+        s->t.ts[sock].inflight_slot = s->proc;
+    } else {
+        s->t.us[sock].inflight++;
+        s->t.us[sock].inflight_slot = s->proc;
+    }
     stack_unlock(s);
 }
 
 void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock)
 {
     stack_lock(s);
-    uint32_t *n = &(tcp ? s->shm->tcp_inflight : s->shm->udp_inflight)[sock];
-    int from = (tcp ? s->shm->tcp_inflight_slot : s->shm->udp_inflight_slot)[sock];
+    uint32_t *n = tcp ? &s->t.ts[sock].inflight : &s->t.us[sock].inflight;
+    int from = tcp ? s->t.ts[sock].inflight_slot : s->t.us[sock].inflight_slot;
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
     if (*n) {
         (*n)--;
         /* the travelling reference is now ours: give back the sender's (the total stays) */
         if (from >= 0 && from < SLIP_PROC_MAX)
-            __atomic_sub_fetch(tcp ? &s->shm->procs.p[from].tcp[sock] : &s->shm->procs.p[from].udp[sock], 1,
-                               __ATOMIC_RELAXED);
-        __atomic_sub_fetch(tcp ? &s->shm->tcp_refs[sock] : &s->shm->udp_refs[sock], 1, __ATOMIC_ACQ_REL);
+            __atomic_sub_fetch(tcp ? &proc_tcp(s, from)[sock] : &proc_udp(s, from)[sock], 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(tcp ? &s->t.ts[sock].refs : &s->t.us[sock].refs, 1, __ATOMIC_ACQ_REL);
     }
     stack_unlock(s);
 }
 
 void slip_sock__set_ino(struct slip_stack *s, bool tcp, int sock, uint64_t ino)
 {
-    __atomic_store_n(tcp ? &s->shm->tcp_ino[sock] : &s->shm->udp_ino[sock], ino, __ATOMIC_RELEASE);
+    __atomic_store_n(tcp ? &s->t.ts[sock].ino : &s->t.us[sock].ino, ino, __ATOMIC_RELEASE);
 }
 
 int slip_sock__by_ino(struct slip_stack *s, uint64_t ino, bool *tcp)
 {
     if (!ino)
         return -ENOENT;
-    for (int i = 0; i < SLIP_TCP_MAX_CONNS; i++)
-        if (__atomic_load_n(&s->shm->tcp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < slip_socktab__tcp_high(&s->t); i++)
+        if (__atomic_load_n(&s->t.ts[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = true;
             return i;
         }
-    for (int i = 0; i < UDP_MAX_SOCKS; i++)
-        if (__atomic_load_n(&s->shm->udp_ino[i], __ATOMIC_ACQUIRE) == ino) {
+    for (uint32_t i = 0; i < slip_socktab__udp_high(&s->t); i++)
+        if (__atomic_load_n(&s->t.us[i].ino, __ATOMIC_ACQUIRE) == ino) {
             *tcp = false;
             return i;
         }
@@ -1239,20 +1237,22 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
     if (c < 0)
         return -1;
     stack_lock(s);      /* a consistent copy of what this process holds */
-    struct slip_proc *me = &t->p[s->proc], *ch = &t->p[c];
-    /* Reservation sockets are never close-on-exec: any child gets a copy. */
-    memcpy(ch->held, me->held, sizeof(ch->held));
+    /* Reservation sockets are never close-on-exec: any child gets a copy. Slots at and above
+     * the high water never had one (nor a reference): their words are left untouched. */
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
+    memcpy(proc_held(s, c), proc_held(s, s->proc), SLIP_ALIGN_UP((size_t)th, 64) / 8);
     stack_unlock(s);
     if (copy_refs) {
-        for (int i = 0; i < SLIP_PROC_TCP; i++) {
-            uint32_t n = __atomic_load_n(&me->tcp[i], __ATOMIC_RELAXED);
+        const uint32_t *mt = proc_tcp(s, s->proc), *mu = proc_udp(s, s->proc);
+        for (uint32_t i = 0; i < th; i++) {
+            uint32_t n = __atomic_load_n(&mt[i], __ATOMIC_RELAXED);
             if (n)
-                slip_sock__ref_in(s, c, true, i, (int)n);
+                slip_sock__ref_in(s, c, true, (int)i, (int)n);
         }
-        for (int i = 0; i < SLIP_PROC_UDP; i++) {
-            uint32_t n = __atomic_load_n(&me->udp[i], __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < uh; i++) {
+            uint32_t n = __atomic_load_n(&mu[i], __ATOMIC_RELAXED);
             if (n)
-                slip_sock__ref_in(s, c, false, i, (int)n);
+                slip_sock__ref_in(s, c, false, (int)i, (int)n);
         }
     }
     return c;
@@ -1261,22 +1261,25 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
 /* Gives back everything slot c holds; closes the sockets whose last reference it was. */
 static void proc_release_slot(struct slip_stack *s, int c)
 {
-    struct slip_proc *p = &s->shm->procs.p[c];
-    for (int i = 0; i < SLIP_PROC_TCP; i++) {
-        uint32_t n = __atomic_exchange_n(&p->tcp[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->shm->tcp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
-            slip_sock__set_ino(s, true, i, 0);
-            slip_tcp__close(s, i);
+    /* Only slots below the tables' high water can hold a count (see slip_proc__reserve). */
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
+    uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
+    for (uint32_t i = 0; i < th; i++) {
+        uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->t.ts[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, true, (int)i, 0);
+            slip_tcp__close(s, (int)i);
         }
     }
-    for (int i = 0; i < SLIP_PROC_UDP; i++) {
-        uint32_t n = __atomic_exchange_n(&p->udp[i], 0, __ATOMIC_ACQ_REL);
-        if (n && __atomic_sub_fetch(&s->shm->udp_refs[i], n, __ATOMIC_ACQ_REL) == 0) {
-            slip_sock__set_ino(s, false, i, 0);
-            slip_udp__close(s, i);
+    for (uint32_t i = 0; i < uh; i++) {
+        uint32_t n = __atomic_exchange_n(&pu[i], 0, __ATOMIC_ACQ_REL);
+        if (n && __atomic_sub_fetch(&s->t.us[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
+            slip_sock__set_ino(s, false, (int)i, 0);
+            slip_udp__close(s, (int)i);
         }
     }
     stack_lock(s);
+    slip_socktab__proc_clear(&s->t, c);
     slip_procs__free(&s->shm->procs, c);
     stack_unlock(s);
 }
@@ -1300,8 +1303,7 @@ uint32_t slip_proc__held(struct slip_stack *s, bool tcp, int sock)
 {
     if (s->proc < 0)
         return 0;
-    const struct slip_proc *p = &s->shm->procs.p[s->proc];
-    return __atomic_load_n(tcp ? &p->tcp[sock] : &p->udp[sock], __ATOMIC_RELAXED);
+    return __atomic_load_n(tcp ? &proc_tcp(s, s->proc)[sock] : &proc_udp(s, s->proc)[sock], __ATOMIC_RELAXED);
 }
 
 int slip_proc__slot(struct slip_stack *s)
@@ -1496,9 +1498,21 @@ int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out)
 
 /* ---- UDP entry points ---- */
 
+/* A reservation socket is never fd 0 (0 marks "none" in the tables, whose untouched slots are
+ * zeros): a program that closed its stdin gets the socket moved up. Negative errno passes. */
+static int fd_above_stdio(int fd)
+{
+    if (fd < 0 || fd > 2)
+        return fd < 0 ? -errno : fd;
+    int d = fcntl(fd, F_DUPFD, 3);
+    int e = errno;
+    close(fd);
+    return d < 0 ? -e : d;
+}
+
 static bool sock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && sock < UDP_MAX_SOCKS && s->udp->socks[sock].state != UDPS_FREE;
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
 }
 
 int slip_udp__open(struct slip_stack *s)
@@ -1529,9 +1543,9 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
      * gets an ephemeral port from the kernel's own range. The application's own kernel socket
      * does it when there is one (the POSIX layer); else we make one. */
-    int kfd = app_kfd >= 0 ? app_kfd : socket(AF_INET, SOCK_DGRAM, 0);
+    int kfd = app_kfd >= 0 ? app_kfd : fd_above_stdio(socket(AF_INET, SOCK_DGRAM, 0));
     if (kfd < 0)
-        return -errno;
+        return kfd;
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
     socklen_t sl = sizeof(sin);
     if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
@@ -1571,7 +1585,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     }
     if (app_kfd < 0)
         slip_kfd__add(kfd);
-    s->kfd[sock] = app_kfd >= 0 ? -1 : kfd;
+    s->t.us[sock].kfd = app_kfd >= 0 ? 0 : kfd;
     return 0;
 }
 
@@ -1680,7 +1694,7 @@ int slip_udp__close(struct slip_stack *s, int sock)
         steer_key(&k, u->laddr, u->lport);
         bool shared = false;
         /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
-        for (unsigned i = 0; i < UDP_MAX_SOCKS; i++)
+        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
             if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
                 s->udp->socks[i].laddr == u->laddr)
                 shared = true;
@@ -1690,9 +1704,9 @@ int slip_udp__close(struct slip_stack *s, int sock)
     }
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);
-    if (s->kfd[sock] >= 0) {
-        kfd_close(s, s->kfd[sock]);
-        s->kfd[sock] = -1;
+    if (s->t.us[sock].kfd > 0) {
+        kfd_close(s, s->t.us[sock].kfd);
+        s->t.us[sock].kfd = 0;
     }
     return 0;
 }
@@ -1701,16 +1715,16 @@ int slip_udp__close(struct slip_stack *s, int sock)
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->tcp->max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
 }
 
 /* A kernel TCP socket bound to (addr, port): it reserves the port (port 0: an ephemeral one from
  * ip_local_port_range) and, never listening, makes the kernel answer stray SYNs with RST. */
 static int kernel_reserve_tcp(be32 addr, uint16_t *port)
 {
-    int kfd = socket(AF_INET, SOCK_STREAM, 0);     /* inherited across exec: see struct tcp_res */
+    int kfd = fd_above_stdio(socket(AF_INET, SOCK_STREAM, 0));    /* inherited across exec: see struct tcp_res */
     if (kfd < 0)
-        return -errno;
+        return kfd;
     int one = 1;
     setsockopt(kfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
@@ -1729,8 +1743,8 @@ static int kernel_reserve_tcp(be32 addr, uint16_t *port)
  * finished connection. */
 static void tcp_res_take(struct slip_stack *s, int c)
 {
-    if (s->tres[c].pending || s->tres[c].key || s->tres[c].kfd >= 0)
-        tcp_res_release(s, &s->tres[c]);
+    if (s->t.ts[c].res.pending || s->t.ts[c].res.key || s->t.ts[c].res.kfd > 0)
+        tcp_res_release(s, &s->t.ts[c].res);
 }
 
 int slip_tcp__open(struct slip_stack *s)
@@ -1812,7 +1826,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
     if (app_kfd >= 0 && getsockopt(app_kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
         reuseport = 0;
     stack_lock(s);
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->t.ts[sock].res;
     if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
@@ -1865,8 +1879,8 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->tres[sock].key || s->tres[sock].kfd >= 0))
-        tcp_res_release(s, &s->tres[sock]);
+    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
+        tcp_res_release(s, &s->t.ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
         return rc;
@@ -1877,7 +1891,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
 
     stack_lock(s);
     env_refresh(s, now_ns());
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->t.ts[sock].res;
     r->kfd = kfd;
     proc_kfd_hold(s, (unsigned)sock);
     r->key = 2;
@@ -1906,13 +1920,13 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);
-    if (s->shm->ncork >= SLIP_TCP_MAX_CONNS)
+    if (s->shm->ncork >= s->t.max_conns)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
     bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
                                 (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
     if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
-        s->shm->cork[s->shm->ncork++] = (uint16_t)sock;
+        s->t.cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);
     stack_unlock(s);
     return rc;
@@ -1938,9 +1952,9 @@ static void listener_handover(struct slip_stack *s, int sock)
     for (uint32_t i = 0; i < s->tcp->high_water; i++) {
         struct tcp_conn *ch = &s->tcp->conns[i];
         if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->tres[i].key)
+            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->t.ts[i].res.key)
             continue;
-        struct tcp_res *cr = &s->tres[i];
+        struct tcp_res *cr = &s->t.ts[i].res;
         cr->key = 2;
         cr->laddr = ch->laddr;
         cr->lport = ch->lport;
@@ -1965,7 +1979,7 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
     if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
-        tcp_res_release(s, &s->tres[sock]);     /* its port reservation and claim */
+        tcp_res_release(s, &s->t.ts[sock].res);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
     return rc;
@@ -1978,7 +1992,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     stack_lock(s);
     env_refresh(s, now_ns());
     struct tcp_conn *c = &s->tcp->conns[sock];
-    struct tcp_res *r = &s->tres[sock];
+    struct tcp_res *r = &s->t.ts[sock].res;
     if (c->state == TCPS_LISTEN) {
         listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
@@ -1992,14 +2006,13 @@ int slip_tcp__close(struct slip_stack *s, int sock)
             r->rport = c->rport;
         }
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
-        if (r->key || r->kfd >= 0) {
+        if (r->key || r->kfd > 0) {
             r->pending = 1;
             s->shm->tres_pending++;
             if (tcp_res_done(s, (unsigned)sock))
                 tcp_res_release(s, r);
         } else {
             memset(r, 0, sizeof(*r));
-            r->kfd = -1;
         }
     }
     tx_done(s);
@@ -2183,8 +2196,6 @@ static const char *shm_layout_bad(const struct slip_shm *h, size_t size)
         { h->off_meta, (uint64_t)h->nframes * sizeof(struct pkt_meta) },
         { h->off_ctl, sizeof(struct ctl_tables) },
         { h->off_ip, sizeof(struct ip_shared) },
-        { h->off_udp, sizeof(struct udp_shared) },
-        { h->off_tcp, tcp_shared__bytes(SLIP_TCP_MAX_CONNS) },
     };
     if (h->frame_size != 2048 && h->frame_size != 4096)
         return "frame size";
@@ -2215,8 +2226,11 @@ const char *slip_stack__memory_bad(int memfd)
     const char *bad = NULL;
     if (a.size < sizeof(struct slip_shm) || h->magic != SLIP_SHM_MAGIC || h->version != SLIP_SHM_VERSION)
         bad = "not a slipstream stack of this version";
-    else
-        bad = shm_layout_bad(h, a.size);
+    else if (!(bad = shm_layout_bad(h, a.size))) {
+        struct slip_socktab t;
+        if (slip_socktab__locate(&t, &h->tabs, &a, true) < 0)
+            bad = "connection tables outside the memory";
+    }
     munmap(a.base, a.size);
     return bad;
 }
@@ -2263,10 +2277,12 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     s->pool.nframes = s->shm->nframes;
     s->ctl_t = slip_arena__ptr(a, s->shm->off_ctl);
     s->ip = slip_arena__ptr(a, s->shm->off_ip);
-    s->udp = slip_arena__ptr(a, s->shm->off_udp);
-    s->tcp = slip_arena__ptr(a, s->shm->off_tcp);
-    s->tres = s->shm->tres;
-    s->kfd = s->shm->udp_kfd;
+    if ((rc = slip_socktab__locate(&s->t, &s->shm->tabs, a, true)) < 0) {
+        snprintf(err, errlen, "SLIP_ATTACH: the stack's table layout is damaged");
+        goto fail;
+    }
+    s->udp = s->t.udp;
+    s->tcp = s->t.tcp;
     struct xsk_umem_area_config ucfg = {
         .frame_size = s->shm->frame_size, .nframes = s->shm->nframes,
         .fill_size = s->shm->ring_size, .comp_size = s->shm->ring_size,
@@ -2365,7 +2381,7 @@ bool slip_stack__guard_pending(struct slip_stack *s)
 {
     /* Without the lock: only the dead (or an exiting process that is about to be) change it.
      * Bounded by what the arena was built with: the guardian outlives whoever wrote it last. */
-    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    uint32_t hw = slip_socktab__tcp_high(&s->t);
     for (uint32_t i = 0; i < hw; i++)
         if (guard_pending(&s->tcp->conns[i]))
             return true;
@@ -2376,9 +2392,9 @@ bool slip_stack__guard_pending(struct slip_stack *s)
  * slip_tcp__close does. */
 static void guard_abort(struct slip_stack *s, unsigned i)
 {
-    struct tcp_res *r = &s->tres[i];
+    struct tcp_res *r = &s->t.ts[i].res;
     tcp_conn__abort(&s->env, s->tcp, (slip_idx_t)i);
-    if (r->key || r->kfd >= 0) {
+    if (r->key || r->kfd > 0) {
         if (!r->pending) {
             r->pending = 1;
             s->shm->tres_pending++;
@@ -2396,7 +2412,7 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
     stack_locked_by_us(s);
     env_refresh(s, now_ns());
     unsigned left = 0;
-    uint32_t hw = SLIP_MIN(s->tcp->high_water, SLIP_TCP_MAX_CONNS);
+    uint32_t hw = slip_socktab__tcp_high(&s->t);
     for (uint32_t i = 0; i < hw; i++) {
         struct tcp_conn *c = &s->tcp->conns[i];
         if (c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
@@ -2407,7 +2423,7 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
             if (c->flags & TCPF_USER) {
                 listener_handover(s, (int)i);
                 tcp_conn__close(&s->env, s->tcp, (slip_idx_t)i);
-                tcp_res_release(s, &s->tres[i]);
+                tcp_res_release(s, &s->t.ts[i].res);
             }
         } else if (all || (c->flags & TCPF_USER)) {
             guard_abort(s, i);

@@ -28,6 +28,8 @@ struct slip_config {
     bool busy_poll;
     uint32_t busy_poll_usec;
     uint32_t busy_poll_budget;
+    uint32_t max_conns;         /* TCP connections (listeners included) the stack can hold */
+    uint32_t max_udp;           /* UDP sockets */
 };
 
 void slip_config__defaults(struct slip_config *c);
@@ -35,7 +37,8 @@ void slip_config__defaults(struct slip_config *c);
  * loopback, in getifaddrs order (`slipstream run` and `slipstream stat` agree on them). */
 unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max);
 /* Reads SLIP_FRAME_SIZE, SLIP_RING_SIZE, SLIP_BURST, SLIP_BIND (auto|copy|zerocopy),
- * SLIP_XDP_MODE (auto|native|generic), SLIP_BUSY_POLL (usec, 0 = off), SLIP_BUSY_POLL_BUDGET.
+ * SLIP_XDP_MODE (auto|native|generic), SLIP_BUSY_POLL (usec, 0 = off), SLIP_BUSY_POLL_BUDGET,
+ * SLIP_MAX_CONNS, SLIP_MAX_UDP.
  * A bad value gives -EINVAL and names the variable in err. */
 int slip_config__from_env(struct slip_config *c, char *err, size_t errlen);
 
@@ -103,6 +106,9 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
  * FUTEX_PRIVATE_FLAG), and the count of threads asleep on it: a poll that bumps the generation
  * of a socket with waiters wakes them (preload_block's many-thread path). */
 uint32_t *slip_sock__tcp_evgen_word(struct slip_stack *s, int sock);
+/* Bytes from one TCP socket's event generation word to the next one's (they are not an array of
+ * uint32_t): a scan over many sockets loads word(0) + sock * stride. */
+size_t slip_sock__tcp_evgen_stride(void);
 void slip_sock__tcp_waiters(struct slip_stack *s, int sock, int delta);
 /* Adds delta to the count of file descriptors (in every process) referring to a socket, and to
  * this process's share of it (so the share can be given back if the process dies). Returns the

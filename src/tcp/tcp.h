@@ -17,7 +17,7 @@
 #include "tcp/tcp_timer.h"
 #include "wire/tcp.h"
 
-#define TCP_HASH_BUCKETS   4096            /* 4-tuple buckets (power of two) */
+#define TCP_HASH_MIN       64              /* 4-tuple buckets at least (power of two); see tcp_shared__bytes */
 #define TCP_LHASH_BUCKETS  256             /* listener buckets, by local port */
 #define TCP_SNDBUF_DEFAULT (256 * 1024)    /* fixed default, see docs/COMPLIANCE-tcp.md */
 #define TCP_RCVBUF_DEFAULT (256 * 1024)
@@ -199,7 +199,8 @@ struct tcp_conn {
     X(rst_in) X(rst_ignored) X(challenge_acks) X(challenge_ack_limited) X(syn_in) X(syncookies_sent) \
     X(syncookies_ok) X(syncookies_failed) X(listen_overflows) X(listen_drops) X(synq_drops) \
     X(paws_drops) X(old_ack_drops) X(out_of_window) X(retransmits) X(rto_expiries) \
-    X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(tw_recycled) \
+    X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(syn_full_drops) \
+    X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost)
 
@@ -224,15 +225,26 @@ struct tcp_shared {
     uint32_t challenge_count;
     uint8_t default_cc;
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
-    slip_idx_t hash[TCP_HASH_BUCKETS];
+    uint32_t hash_mask;       /* 4-tuple buckets - 1; the buckets follow conns[max_conns] */
+    uint32_t tw_entered;      /* connections that entered TIME_WAIT so far ... */
+    uint32_t tw_full_seen;    /* ... when a full table last found none to recycle (+1; 0 never) */
     slip_idx_t lhash[TCP_LHASH_BUCKETS];
     /* Slots freed so far (closed, TIME_WAIT ended or recycled) and the last TCP_FREED_RING of
      * them: whoever keeps resources per slot (src/stack: port reservations, steering claims)
      * looks at just these instead of every slot. */
     uint32_t freed_seq;
     slip_idx_t freed[TCP_FREED_RING];
-    struct tcp_conn conns[];  /* max_conns of them */
+    /* max_conns of them. Only [0, high_water) were ever touched: slots are handed out from the
+     * free list of released ones first, then from high_water up, so the memory behind the table
+     * (a memfd) is allocated as connections come, not for the maximum. */
+    struct tcp_conn conns[];
 };
+
+/* The 4-tuple hash buckets, after the connections. */
+static inline slip_idx_t *tcp__hash_tab(const struct tcp_shared *sh)
+{
+    return (slip_idx_t *)(void *)&((struct tcp_shared *)sh)->conns[sh->max_conns];
+}
 
 /* The slot freed as number k (k < sh->freed_seq, k + TCP_FREED_RING >= sh->freed_seq). */
 static inline slip_idx_t tcp__freed_slot(const struct tcp_shared *sh, uint32_t k)
@@ -240,7 +252,8 @@ static inline slip_idx_t tcp__freed_slot(const struct tcp_shared *sh, uint32_t k
     return sh->freed[k % TCP_FREED_RING];
 }
 
-/* Bytes of a tcp_shared with room for max_conns connections. */
+/* Bytes of a tcp_shared with room for max_conns connections and their hash buckets (a power of
+ * two, a quarter of max_conns: chains of four at a full table). */
 size_t tcp_shared__bytes(uint32_t max_conns);
 /* Initialises the tables; key (32 bytes) is the secret for ISNs, timestamp offsets and SYN
  * cookies (the stack passes getrandom() bytes; tests a fixed one). */

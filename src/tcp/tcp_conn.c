@@ -11,9 +11,18 @@
 #include "wire/eth.h"
 #include "wire/ipv4.h"
 
+static uint32_t hash_buckets(uint32_t max_conns)
+{
+    uint32_t n = TCP_HASH_MIN;
+    while (n < max_conns / 4 && n < (1u << 30))
+        n <<= 1;
+    return n;
+}
+
 size_t tcp_shared__bytes(uint32_t max_conns)
 {
-    return sizeof(struct tcp_shared) + (size_t)max_conns * sizeof(struct tcp_conn);
+    return sizeof(struct tcp_shared) + (size_t)max_conns * sizeof(struct tcp_conn) +
+           (size_t)hash_buckets(max_conns) * sizeof(slip_idx_t);
 }
 
 void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t key[32])
@@ -21,20 +30,18 @@ void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t k
     memset(sh, 0, sizeof(*sh));
     memcpy(sh->key, key, 32);
     sh->max_conns = max_conns;
-    sh->free_head = max_conns ? 0 : SLIP_NIL;
+    sh->free_head = SLIP_NIL;   /* then high_water up: see tcp_conn__alloc */
+    sh->hash_mask = hash_buckets(max_conns) - 1;
     sh->wake_head = sh->wake_tail = SLIP_NIL;
     sh->next_deadline = SLIP_TIME_NEVER;
     sh->default_cc = TCP_CC_CUBIC;
     sh->syncookies = 1;
-    for (unsigned i = 0; i < TCP_HASH_BUCKETS; i++)
-        sh->hash[i] = SLIP_NIL;
+    slip_idx_t *hash = tcp__hash_tab(sh);
+    for (uint32_t i = 0; i <= sh->hash_mask; i++)
+        hash[i] = SLIP_NIL;
     for (unsigned i = 0; i < TCP_LHASH_BUCKETS; i++)
         sh->lhash[i] = SLIP_NIL;
-    for (uint32_t i = 0; i < max_conns; i++) {
-        memset(&sh->conns[i], 0, sizeof(sh->conns[i]));
-        sh->conns[i].state = TCPS_CLOSED;
-        sh->conns[i].hnext = i + 1 < max_conns ? i + 1 : SLIP_NIL;
-    }
+    /* No slot is touched here: tcp_conn__alloc clears each one the first time it hands it out. */
 }
 
 void tcp_shared__purge(struct tcp_shared *sh, struct pkt_pool *pool)
@@ -60,17 +67,19 @@ void tcp_set_state(struct tcp_shared *sh, struct tcp_conn *c, int state)
 #endif
     int old = c->state;
     c->state = (uint8_t)state;
+    if (old != state && state == TCPS_TIME_WAIT)
+        sh->tw_entered++;       /* a full table may recycle it: see tcp_conn__room */
     if (old != state)
         tcp_conn__wake(sh, c);
 }
 
-static unsigned hash4(be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+static unsigned hash4(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
 {
     uint32_t h = laddr ^ (raddr * 0x9e3779b1u) ^ (((uint32_t)lport << 16 | rport) * 0x85ebca6bu);
     h ^= h >> 15;
     h *= 0xc2b2ae35u;
     h ^= h >> 13;
-    return h & (TCP_HASH_BUCKETS - 1);
+    return h & sh->hash_mask;
 }
 
 static unsigned lhash(uint16_t lport)
@@ -87,9 +96,10 @@ void tcp_conn__hash(struct tcp_shared *sh, struct tcp_conn *c)
         sh->lhash[b] = i;
         c->flags |= TCPF_LHASHED;
     } else {
-        unsigned b = hash4(c->laddr, c->lport, c->raddr, c->rport);
-        c->hnext = sh->hash[b];
-        sh->hash[b] = i;
+        slip_idx_t *hash = tcp__hash_tab(sh);
+        unsigned b = hash4(sh, c->laddr, c->lport, c->raddr, c->rport);
+        c->hnext = hash[b];
+        hash[b] = i;
         c->flags |= TCPF_HASHED;
     }
 }
@@ -101,7 +111,7 @@ void tcp_conn__unhash(struct tcp_shared *sh, struct tcp_conn *c)
     if (c->flags & TCPF_LHASHED)
         pp = &sh->lhash[lhash(c->lport)];
     else if (c->flags & TCPF_HASHED)
-        pp = &sh->hash[hash4(c->laddr, c->lport, c->raddr, c->rport)];
+        pp = &tcp__hash_tab(sh)[hash4(sh, c->laddr, c->lport, c->raddr, c->rport)];
     else
         return;
     while (*pp != SLIP_NIL && *pp != i)
@@ -114,7 +124,7 @@ void tcp_conn__unhash(struct tcp_shared *sh, struct tcp_conn *c)
 
 static slip_idx_t lookup4(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
 {
-    for (slip_idx_t i = sh->hash[hash4(laddr, lport, raddr, rport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
+    for (slip_idx_t i = tcp__hash_tab(sh)[hash4(sh, laddr, lport, raddr, rport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
         const struct tcp_conn *c = &sh->conns[i];
         if (c->lport == lport && c->rport == rport && c->laddr == laddr && c->raddr == raddr)
             return i;
@@ -249,23 +259,46 @@ static int recycle_time_wait(struct tcp_shared *sh)
     return first;
 }
 
+bool tcp_conn__room(struct tcp_shared *sh)
+{
+    if (sh->free_head != SLIP_NIL || sh->high_water < sh->max_conns)
+        return true;
+    /* Full. The scan for TIME_WAIT slots is O(table): skip it while no connection entered
+     * TIME_WAIT since one found none (a SYN flood at a full table must not scan per SYN). */
+    if (sh->tw_full_seen == sh->tw_entered + 1)
+        return false;
+    int r = recycle_time_wait(sh);
+    if (r < 0) {
+        sh->tw_full_seen = sh->tw_entered + 1;
+        return false;
+    }
+    sh->conns[r].hnext = sh->free_head;
+    sh->free_head = (slip_idx_t)r;
+    sh->nused--;
+    return true;
+}
+
 int tcp_conn__alloc(struct tcp_shared *sh)
 {
-    slip_idx_t i = sh->free_head;
-    if (i == SLIP_NIL) {
-        int r = recycle_time_wait(sh);
-        if (r < 0)
-            sh->c.conn_full++;
-        else
-            tcp_conn__defaults(sh, &sh->conns[r]);
-        return r;
+    if (!tcp_conn__room(sh)) {
+        sh->c.conn_full++;
+        return -EMFILE;
     }
-    struct tcp_conn *c = &sh->conns[i];
-    sh->free_head = c->hnext;
+    slip_idx_t i = sh->free_head;
+    struct tcp_conn *c;
+    if (i != SLIP_NIL) {
+        c = &sh->conns[i];
+        sh->free_head = c->hnext;
+    } else {
+        /* A slot never used: its memory is touched for the first time here. */
+        i = sh->high_water++;
+        c = &sh->conns[i];
+        memset(c, 0, sizeof(*c));
+        c->state = TCPS_CLOSED;
+        c->hnext = SLIP_NIL;
+    }
     conn_reset_fields(c);
     sh->nused++;
-    if (i + 1 > sh->high_water)
-        sh->high_water = i + 1;
     tcp_conn__defaults(sh, c);
     return (int)i;
 }

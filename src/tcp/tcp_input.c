@@ -368,8 +368,12 @@ static bool cookie_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_con
         return true;    /* drop; the peer retransmits */
     }
     int i = tcp_conn__spawn(env, sh, l, s->daddr, s->saddr, s->th.sport, s->ack - 1);
-    if (i < 0)
-        return true;
+    if (i < 0) {
+        /* The table filled up since the cookie left. The peer believes it is connected: a
+         * reset tells it we are not, instead of an established connection nobody serves. */
+        sh->c.cookie_full_rsts++;
+        return false;
+    }
     sh->c.syncookies_ok++;
     struct tcp_conn *c = &sh->conns[i];
     c->flags |= TCPF_SYNCOOKIE;
@@ -424,8 +428,15 @@ static void input_listen(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         sh->c.listen_overflows++;
         return;
     }
+    /* A connection we could not hold gets no SYN cookie either: the peer would believe it is
+     * connected and send into nothing. Dropped, the SYN is retransmitted (1 s, 3 s, 7 s ...)
+     * and succeeds once a slot is free, as with a full SYN queue without cookies. */
+    if (!tcp_conn__room(sh)) {
+        sh->c.syn_full_drops++;
+        return;
+    }
     uint32_t synq_max = SLIP_MIN(l->backlog, (uint32_t)TCP_SYNQ_MAX);
-    if (sh->syncookies == 2 || l->synq_len >= synq_max || sh->nused >= sh->max_conns) {
+    if (sh->syncookies == 2 || l->synq_len >= synq_max) {
         if (!sh->syncookies) {
             sh->c.synq_drops++;
             return;

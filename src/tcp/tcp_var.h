@@ -26,6 +26,9 @@ static inline uint32_t tcp_seg_len(const struct tcp_seg *s)
 /* tcp_conn.c */
 void tcp_set_state(struct tcp_shared *sh, struct tcp_conn *c, int state);
 int tcp_conn__alloc(struct tcp_shared *sh);
+/* True when tcp_conn__alloc would succeed now (a free slot, or a TIME_WAIT one to recycle, which
+ * this frees). A SYN we could not hold gets no SYN cookie: see input_listen. */
+bool tcp_conn__room(struct tcp_shared *sh);
 void tcp_conn__free(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
 void tcp_conn__hash(struct tcp_shared *sh, struct tcp_conn *c);
 void tcp_conn__unhash(struct tcp_shared *sh, struct tcp_conn *c);

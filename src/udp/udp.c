@@ -7,16 +7,18 @@
 #include "wire/checksum.h"
 #include "wire/udp.h"
 
-void udp_shared__init(struct udp_shared *sh)
+size_t udp_shared__bytes(uint32_t max_socks)
+{
+    return sizeof(struct udp_shared) + (size_t)max_socks * sizeof(struct udp_sock);
+}
+
+void udp_shared__init(struct udp_shared *sh, uint32_t max_socks)
 {
     memset(sh, 0, sizeof(*sh));
     for (unsigned i = 0; i < UDP_HASH_BUCKETS; i++)
         sh->hash[i] = SLIP_NIL;
-    for (unsigned i = 0; i < UDP_MAX_SOCKS; i++) {
-        sh->socks[i].state = UDPS_FREE;
-        sh->socks[i].hnext = i + 1 < UDP_MAX_SOCKS ? i + 1 : SLIP_NIL;
-    }
-    sh->free_head = 0;
+    sh->max_socks = max_socks;
+    sh->free_head = SLIP_NIL;
 }
 
 static unsigned bucket(uint16_t lport)
@@ -27,10 +29,13 @@ static unsigned bucket(uint16_t lport)
 int udp_sock__alloc(struct udp_shared *sh)
 {
     slip_idx_t s = sh->free_head;
-    if (s == SLIP_NIL)
+    if (s != SLIP_NIL)
+        sh->free_head = sh->socks[s].hnext;
+    else if (sh->high_water < sh->max_socks)
+        s = sh->high_water++;
+    else
         return -EMFILE;
     struct udp_sock *u = &sh->socks[s];
-    sh->free_head = u->hnext;
     memset(u, 0, sizeof(*u));
     u->state = UDPS_OPEN;
     u->hnext = SLIP_NIL;

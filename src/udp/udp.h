@@ -1,4 +1,4 @@
-/* UDP (RFC 768) sockets of the stack: a fixed table in shared memory, a demux hash on the local
+/* UDP (RFC 768) sockets of the stack: a table in shared memory sized at run time, a demux hash on the local
  * port, per-socket receive queues of zero-copy buffer chains bounded by SO_RCVBUF bytes, and
  * full-checksum output through ip/. No locking here: the stack layer holds its lock around calls. */
 #ifndef SLIP_UDP_UDP_H
@@ -10,7 +10,6 @@
 #include "ip/ip.h"
 #include "pkt/pkt.h"
 
-#define UDP_MAX_SOCKS    1024
 #define UDP_HASH_BUCKETS 1024
 #define UDP_RCVBUF_DEFAULT 212992  /* Linux net.core.rmem_default */
 #define UDP_MAX_PAYLOAD  (65535 - 20 - 8)
@@ -48,11 +47,17 @@ struct udp_shared {
     struct udp_counters c;
     slip_idx_t free_head;
     uint32_t nused;
+    uint32_t max_socks;
+    uint32_t high_water;        /* slots [0, high_water) were ever used */
     slip_idx_t hash[UDP_HASH_BUCKETS];
-    struct udp_sock socks[UDP_MAX_SOCKS];
+    /* max_socks of them, handed out from the free list first, then from high_water up: only
+     * slots ever used are touched (see tcp_shared). */
+    struct udp_sock socks[];
 };
 
-void udp_shared__init(struct udp_shared *sh);
+/* Bytes of a udp_shared with room for max_socks sockets. */
+size_t udp_shared__bytes(uint32_t max_socks);
+void udp_shared__init(struct udp_shared *sh, uint32_t max_socks);
 
 /* Returns a socket index or -EMFILE. */
 int udp_sock__alloc(struct udp_shared *sh);

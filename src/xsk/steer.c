@@ -160,7 +160,8 @@ static void attach_error(const char *ifname, int ifindex, int rc, bool native, c
     }
 }
 
-int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, char *err, size_t errlen)
+int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, uint32_t max_flows, char *err,
+                  size_t errlen)
 {
     libbpf_print_fn_t old_print = libbpf_set_print(libbpf_to_debug);
     struct steer *s = NULL;
@@ -189,6 +190,10 @@ int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mo
         snprintf(err, errlen, "cannot open the XDP steering program: %s", strerror(-rc));
         goto out;
     }
+    /* Sized from the stack's tables at load time; BPF_F_NO_PREALLOC: a hash map of 100,000s of
+     * entries would otherwise pin all of them in kernel memory up front. */
+    bpf_map__set_max_entries(s->skel->maps.slip_owned, max_flows ? max_flows : STEER_MAX_FLOWS);
+    bpf_map__set_map_flags(s->skel->maps.slip_owned, bpf_map__map_flags(s->skel->maps.slip_owned) | BPF_F_NO_PREALLOC);
     rc = slip_steer__load(s->skel);
     if (rc) {
         rc = rc < -1 ? rc : -errno;

@@ -17,7 +17,10 @@ struct steer;
 
 /* On failure returns negative errno and writes one line naming the cause into err (missing
  * interface, missing capability, no native XDP, another XDP program already attached ...). */
-int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, char *err, size_t errlen);
+/* max_flows sizes the owned-flow map (every socket of the stack may claim one entry); the map
+ * is not preallocated, so entries cost kernel memory only while they exist. 0: STEER_MAX_FLOWS. */
+int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mode, uint32_t max_flows, char *err,
+                  size_t errlen);
 void steer__detach(struct steer *s);
 /* The fds that carry the attachment to another image (exec): link, xsks, owned, counters. */
 void steer__export(const struct steer *s, int fds[4]);

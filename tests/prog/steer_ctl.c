@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    rc = steer__attach(&s, ifname, mode, err, sizeof(err));
+    rc = steer__attach(&s, ifname, mode, 0, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "steer_ctl: %s\n", err);
         return 1;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/exe.h"
@@ -184,6 +185,17 @@ int cmd_run(int argc, char **argv)
         execv(path, argv + i);
         fprintf(stderr, "slipstream run: cannot run %s: %s\n", path, strerror(errno));
         return 126;
+    }
+    /* Servers with many connections need many fds: the soft limit goes up to the hard one,
+     * as servers (nginx worker_rlimit_nofile, Go, Java) do for themselves (SLIP_RAISE_NOFILE=0
+     * keeps it, e.g. for a program that still uses select()). */
+    uint64_t raise_nofile = 1;
+    char rerr[160];
+    slip_env__get(SLIP_ENV_RAISE_NOFILE, &raise_nofile, rerr, sizeof(rerr));  /* checked above with the rest */
+    struct rlimit rl;
+    if (raise_nofile && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     const char *old = getenv("LD_PRELOAD");
     char pre[2 * PATH_MAX];

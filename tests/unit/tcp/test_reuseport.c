@@ -399,8 +399,8 @@ TEST(test_udp_reuseport_group_spreads_by_tuple)
 {
     struct harness h;
     harness_init(&h);
-    struct udp_shared *u = malloc(sizeof(*u));
-    udp_shared__init(u);
+    struct udp_shared *u = malloc(udp_shared__bytes(64));
+    udp_shared__init(u, 64);
     int rc;
     int a = udp_bound(u, 0, 53, true, &rc);
     CHECK(rc, ==, 0);

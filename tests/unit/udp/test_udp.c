@@ -7,8 +7,8 @@
 
 static struct udp_shared *new_udp(void)
 {
-    struct udp_shared *u = malloc(sizeof(*u));
-    udp_shared__init(u);
+    struct udp_shared *u = malloc(udp_shared__bytes(64));
+    udp_shared__init(u, 64);
     return u;
 }
 
