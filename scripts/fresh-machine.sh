@@ -59,11 +59,12 @@ build_base() {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
             || die "could not install debootstrap with apt-get"
+        command -v debootstrap >/dev/null || die "debootstrap is installed but not on PATH ($PATH)"
     fi
     tmp=$(mktemp -d "$cache/build.XXXXXX")
+    building=$tmp
     say "building a minimal Debian 12 ($suite, minbase) from $mirror into the cache (once, a few minutes); log: $cache/debootstrap.log"
     if ! debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$cache/debootstrap.log" 2>&1; then
-        rm -rf --one-file-system "$tmp"
         die "debootstrap failed, see $cache/debootstrap.log"
     fi
     # The apt sources a freshly installed Debian 12 has: the release, its updates, its security.
@@ -78,74 +79,89 @@ build_base() {
     rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
     tar -C "$tmp" -cf "$base.part" . && mv "$base.part" "$base"
     rm -rf --one-file-system "$tmp"
+    building=
 }
-
-mkdir -p "$cache"
-# One builder at a time: a second run waits for the first's tarball instead of racing it.
-exec 9>"$cache/.lock"
-flock 9
-if [ ! -s "$base" ]; then
-    build_base
-fi
-exec 9>&-
-
-root=$(mktemp -d /tmp/slipstream-fresh.XXXXXX)
 
 # Undo everything, whatever way we leave: stop what the command left running in the chroot, then
-# unmount (lazily when busy) and delete. --one-file-system keeps rm out of a mount that survived.
+# unmount (lazily when busy) and delete; the same for a half-built base. --one-file-system keeps
+# rm out of a mount that survived.
+remove_tree() {
+    local dir=$1 p m
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/root" 2>/dev/null)" = "$dir" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    for m in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+        umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    done
+    if grep -q " $dir/" /proc/self/mounts; then
+        echo "fresh-machine: warning: mounts left under $dir, not deleting it" >&2
+    else
+        rm -rf --one-file-system "$dir"
+    fi
+}
+
 cleanup() {
-    local rc=$? p m
+    local rc=$?
     trap - EXIT INT TERM HUP
     set +e
-    for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -KILL "${p#/proc/}" 2>/dev/null
-    done
-    for m in run dev sys proc; do
-        mountpoint -q "$root/$m" || continue
-        umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m" 2>/dev/null || true
-    done
-    if grep -q " $root/" /proc/self/mounts; then
-        echo "fresh-machine: warning: mounts left under $root, not deleting it" >&2
-    else
-        rm -rf --one-file-system "$root"
-    fi
+    [ -z "$building" ] || remove_tree "$building"
+    [ -z "$root" ] || remove_tree "$root"
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
 
-say "unpacking a clean Debian 12 into $root"
-tar -C "$root" -xf "$base"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-mount -t proc proc "$root/proc"
-mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
-mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
-mount -t tmpfs -o mode=755 tmpfs "$root/run"
+# The whole run is one function, parsed before it starts: editing this file during a run
+# (bash reads scripts as it goes) cannot change what the run does.
+main() {
+    building= root=
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
 
-dirty=$(git -C "$top" status --porcelain --untracked-files=no | wc -l)
-[ "$dirty" = 0 ] || say "note: $dirty uncommitted change(s) in $top are NOT in the copy"
-git clone -q --no-checkout "$top" "$root/root/slipstream"
-git -C "$root/root/slipstream" checkout -q --detach "$head"
+    mkdir -p "$cache"
+    # One builder at a time: a second run waits for the first's tarball instead of racing it.
+    exec 9>"$cache/.lock"
+    flock 9
+    if [ ! -s "$base" ]; then
+        build_base
+    fi
+    exec 9>&-
 
-say "commit $(git -C "$top" log -1 --format='%h %s' "$head")"
-say "running on a clean Debian 12: $*"
-start=$(date +%s)
-set +e
-# A fresh Debian 12 lacks make, the one thing the README's two commands need before they can
-# install the rest (README: "apt-get install make"); nothing else is installed by hand.
-chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    /bin/bash -c 'set -e
-        cd /root/slipstream
-        if ! command -v make >/dev/null; then
-            echo "fresh-machine: apt-get install make (the README step before make demo/test)"
-            export DEBIAN_FRONTEND=noninteractive
-            apt-get update -qq && apt-get install -y -qq make >/dev/null
-        fi
-        exec "$@"' fresh "$@"
-rc=$?
-set -e
-say "'$*' exited $rc after $(( $(date +%s) - start )) s on a clean Debian 12 (commit ${head:0:7})"
-exit "$rc"
+    root=$(mktemp -d /tmp/slipstream-fresh.XXXXXX)
+    say "unpacking a clean Debian 12 into $root"
+    tar -C "$root" -xf "$base"
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+    mount -t proc proc "$root/proc"
+    mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
+    mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
+    mount -t tmpfs -o mode=755 tmpfs "$root/run"
+
+    dirty=$(git -C "$top" status --porcelain --untracked-files=no | wc -l)
+    [ "$dirty" = 0 ] || say "note: $dirty uncommitted change(s) in $top are NOT in the copy"
+    git clone -q --no-checkout "$top" "$root/root/slipstream"
+    git -C "$root/root/slipstream" checkout -q --detach "$head"
+
+    say "commit $(git -C "$top" log -1 --format='%h %s' "$head")"
+    say "running on a clean Debian 12: $*"
+    start=$(date +%s)
+    set +e
+    # A fresh Debian 12 lacks make, the one thing the README's two commands need before they can
+    # install the rest (README: "apt-get install make"); nothing else is installed by hand.
+    chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        /bin/bash -c 'set -e
+            cd /root/slipstream
+            if ! command -v make >/dev/null; then
+                echo "fresh-machine: apt-get install make (the README step before make demo/test)"
+                export DEBIAN_FRONTEND=noninteractive
+                apt-get update -qq && apt-get install -y -qq make >/dev/null
+            fi
+            exec "$@"' fresh "$@"
+    rc=$?
+    set -e
+    say "'$*' exited $rc after $(( $(date +%s) - start )) s on a clean Debian 12 (commit ${head:0:7})"
+    return "$rc"
+}
+
+main "$@"
+exit $?
