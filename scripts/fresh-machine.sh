@@ -15,7 +15,7 @@
 #
 # Environment: SLIP_FRESH_CACHE (default /var/cache/slipstream-fresh) holds the base tarball;
 # delete it to rebuild. SLIP_FRESH_MIRROR overrides the Debian mirror found in apt's sources.
-set -euo pipefail
+set -Eeuo pipefail
 
 say() { echo "fresh-machine: $*"; }
 die() { echo "fresh-machine: error: $*" >&2; exit 2; }
@@ -46,8 +46,12 @@ find_mirror() {
 }
 
 find_security() {
-    cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-        grep -o '[a-z]*://[^ ]*debian-security[^ ]*' | head -n 1
+    local f
+    for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        awk '$1 == "URIs:" || $1 == "deb" {
+                 for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\/.*debian-security/) { print $i; exit } }' "$f"
+    done | head -n 1
 }
 
 build_base() {
@@ -90,10 +94,10 @@ remove_tree() {
     for p in /proc/[0-9]*; do
         [ "$(readlink "$p/root" 2>/dev/null)" = "$dir" ] && kill -KILL "${p#/proc/}" 2>/dev/null
     done
-    for m in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r); do
+    for m in $(awk -v d="$dir" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r); do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
     done
-    if grep -q " $dir/" /proc/self/mounts; then
+    if grep -q -e " $dir/" -e " $dir " /proc/self/mounts; then
         echo "fresh-machine: warning: mounts left under $dir, not deleting it" >&2
     else
         rm -rf --one-file-system "$dir"
@@ -117,6 +121,8 @@ main() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     trap 'exit 129' HUP
+    # A failing step says where, instead of leaving only an exit status.
+    trap 'echo "fresh-machine: error: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 
     mkdir -p "$cache"
     # One builder at a time: a second run waits for the first's tarball instead of racing it.
@@ -129,6 +135,11 @@ main() {
 
     root=$(mktemp -d /tmp/slipstream-fresh.XXXXXX)
     say "unpacking a clean Debian 12 into $root"
+    # The root is a mount point, as / is on a real machine (`ip netns exec` remounts / as a
+    # slave and fails on a plain directory), and private, so what the tests mount in there
+    # stays in there.
+    mount --bind "$root" "$root"
+    mount --make-private "$root"
     tar -C "$root" -xf "$base"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     mount -t proc proc "$root/proc"
