@@ -164,8 +164,7 @@ main() {
             cd /root/slipstream
             if ! command -v make >/dev/null; then
                 echo "fresh-machine: apt-get install make (the README step before make demo/test)"
-                export DEBIAN_FRONTEND=noninteractive
-                apt-get update -qq && apt-get install -y -qq make >/dev/null
+                apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null
             fi
             exec "$@"' fresh "$@"
     rc=$?
