@@ -60,9 +60,10 @@ build_base() {
     [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list{,.d/} (set SLIP_FRESH_MIRROR=http://...)"
     if ! command -v debootstrap >/dev/null; then
         say "installing debootstrap (apt-get)"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
-            || die "could not install debootstrap with apt-get"
+        if ! { apt-get update -qq &&
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }; then
+            die "could not install debootstrap with apt-get"
+        fi
         command -v debootstrap >/dev/null || die "debootstrap is installed but not on PATH ($PATH)"
     fi
     tmp=$(mktemp -d "$cache/build.XXXXXX")
@@ -113,10 +114,10 @@ cleanup() {
     exit "$rc"
 }
 
-# The whole run is one function, parsed before it starts: editing this file during a run
-# (bash reads scripts as it goes) cannot change what the run does.
+# The whole run is one function, called and followed by exit on one line, so all of it is parsed
+# before it starts: editing this file during a run (bash reads scripts as it goes) changes nothing.
 main() {
-    building= root=
+    building='' root=''
     trap cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -155,6 +156,7 @@ main() {
     say "commit $(git -C "$top" log -1 --format='%h %s' "$head")"
     say "running on a clean Debian 12: $*"
     start=$(date +%s)
+    trap - ERR      # the command's own failure is reported below, with its status
     set +e
     # A fresh Debian 12 lacks make, the one thing the README's two commands need before they can
     # install the rest (README: "apt-get install make"); nothing else is installed by hand.
@@ -173,5 +175,4 @@ main() {
     return "$rc"
 }
 
-main "$@"
-exit $?
+main "$@"; exit $?
