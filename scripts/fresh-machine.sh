@@ -119,9 +119,9 @@ cleanup() {
 main() {
     building='' root=''
     trap cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
-    trap 'exit 129' HUP
+    trap 'say "interrupted: stopping the command and cleaning up"; exit 130' INT
+    trap 'say "terminated: stopping the command and cleaning up"; exit 143' TERM
+    trap 'say "hung up: stopping the command and cleaning up"; exit 129' HUP
     # A failing step says where, instead of leaving only an exit status.
     trap 'echo "fresh-machine: error: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 
@@ -168,7 +168,10 @@ main() {
                 echo "fresh-machine: apt-get install make (the README step before make demo/test)"
                 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null
             fi
-            exec "$@"' fresh "$@"
+            exec "$@"' fresh "$@" <&0 &
+    # In the background with wait: bash runs a trap only between commands, and wait is one it can
+    # leave at once, so a TERM or Ctrl-C reaches cleanup while the command still runs.
+    wait "$!"
     rc=$?
     set -e
     say "'$*' exited $rc after $(( $(date +%s) - start )) s on a clean Debian 12 (commit ${head:0:7})"
