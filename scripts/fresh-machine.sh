@@ -135,6 +135,7 @@ main() {
     exec 9>&-
 
     root=$(mktemp -d /tmp/slipstream-fresh.XXXXXX)
+    chmod 0755 "$root"      # it becomes /: mktemp's 0700 would lock every other user out of it
     say "unpacking a clean Debian 12 into $root"
     # The root is a mount point, as / is on a real machine (`ip netns exec` remounts / as a
     # slave and fails on a plain directory), and private, so what the tests mount in there
@@ -150,8 +151,10 @@ main() {
 
     dirty=$(git -C "$top" status --porcelain --untracked-files=no | wc -l)
     [ "$dirty" = 0 ] || say "note: $dirty uncommitted change(s) in $top are NOT in the copy"
-    git clone -q --no-checkout "$top" "$root/root/slipstream"
-    git -C "$root/root/slipstream" checkout -q --detach "$head"
+    # Not under /root (0700): the tests run the build as nobody too (privilege checks, nginx
+    # workers), which needs a checkout every user can reach, as any shared machine has.
+    git clone -q --no-checkout "$top" "$root/srv/slipstream"
+    git -C "$root/srv/slipstream" checkout -q --detach "$head"
 
     say "commit $(git -C "$top" log -1 --format='%h %s' "$head")"
     say "running on a clean Debian 12: $*"
@@ -163,7 +166,7 @@ main() {
     chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         /bin/bash -c 'set -e
-            cd /root/slipstream
+            cd /srv/slipstream
             if ! command -v make >/dev/null; then
                 echo "fresh-machine: apt-get install make (the README step before make demo/test)"
                 apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make >/dev/null
