@@ -82,6 +82,7 @@ build_base() {
             "$security" "$suite"
     } >"$tmp/etc/apt/sources.list.d/debian.sources"
     rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
+    chmod 0755 "$tmp"
     tar -C "$tmp" -cf "$base.part" . && mv "$base.part" "$base"
     rm -rf --one-file-system "$tmp"
     building=
@@ -135,7 +136,6 @@ main() {
     exec 9>&-
 
     root=$(mktemp -d /tmp/slipstream-fresh.XXXXXX)
-    chmod 0755 "$root"      # it becomes /: mktemp's 0700 would lock every other user out of it
     say "unpacking a clean Debian 12 into $root"
     # The root is a mount point, as / is on a real machine (`ip netns exec` remounts / as a
     # slave and fails on a plain directory), and private, so what the tests mount in there
@@ -143,6 +143,9 @@ main() {
     mount --bind "$root" "$root"
     mount --make-private "$root"
     tar -C "$root" -xf "$base"
+    # It is /: 0755 as on any machine. mktemp made it 0700 (and a base cached from a mktemp
+    # directory carries that as ./), which would lock every other user, nobody too, out of it.
+    chmod 0755 "$root"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
