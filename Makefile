@@ -6,7 +6,7 @@ BUILD_SAN  ?= build-san
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 5
 
-.PHONY: all deps build build-san demo test test-unit test-san test-system testbed testbed-down bench clean
+.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system testbed testbed-down bench clean
 
 all: build
 
@@ -30,6 +30,10 @@ demo: deps build
 
 test: deps build build-san
 	$(MAKE) --no-print-directory test-unit test-san test-system
+
+# What CI runs (.ci/run): `make test` in a clean Debian 12 chroot, from the committed HEAD.
+test-fresh:
+	scripts/fresh-machine.sh make test
 
 test-unit: build
 	meson test -C $(BUILD) --print-errorlogs --suite unit

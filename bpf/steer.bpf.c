@@ -6,7 +6,6 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
-#include <linux/icmp.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
@@ -51,6 +50,21 @@ struct {
 
 #define IP_MF     0x2000
 #define IP_OFFSET 0x1fff
+
+/* The ICMP header, RFC 792. Not from <linux/icmp.h>: that one includes linux/if.h and so the C
+ * library's sys/socket.h, which a BPF object must never need (see bpf/include/asm/types.h). */
+struct steer_icmphdr {
+    __u8 type;
+    __u8 code;
+    __sum16 checksum;
+    __be32 rest;                /* unused by errors, or the pointer/MTU of some */
+};
+
+_Static_assert(sizeof(struct steer_icmphdr) == 8, "RFC 792: an ICMP header is 8 bytes");
+
+#define STEER_ICMP_DEST_UNREACH   3
+#define STEER_ICMP_TIME_EXCEEDED  11
+#define STEER_ICMP_PARAMETERPROB  12
 
 /* A parsing cursor: every read goes through cur_pull(), which checks the bound first, so the
  * verifier sees a data_end comparison before each access. */
@@ -179,15 +193,15 @@ static __always_inline struct iphdr *parse_ipv4(struct cursor *c, __u32 frame_le
  * is the local side of the flow. */
 static __always_inline int icmp_error(struct xdp_md *ctx, struct cursor *c)
 {
-    struct icmphdr *ich = cur_pull(c, sizeof(*ich));
+    struct steer_icmphdr *ich = cur_pull(c, sizeof(*ich));
     struct iphdr *inner;
     __u16 lport, rport;
     __u8 outcome;
 
     if (!ich)
         return pass(STEER_C_MALFORMED);
-    if (ich->type != ICMP_DEST_UNREACH && ich->type != ICMP_TIME_EXCEEDED &&
-        ich->type != ICMP_PARAMETERPROB)
+    if (ich->type != STEER_ICMP_DEST_UNREACH && ich->type != STEER_ICMP_TIME_EXCEEDED &&
+        ich->type != STEER_ICMP_PARAMETERPROB)
         return pass(STEER_C_PASSED);
 
     inner = c->pos;
