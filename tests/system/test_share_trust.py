@@ -23,6 +23,12 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 NAME = "slipstream/1/veth0"
 
 
+def script(name):
+    """The text of a test program, passed with -c: nobody may not be able to read the checkout
+    (a clone under /root)."""
+    return open(os.path.join(APPS, name)).read()
+
+
 def layout_version():
     """The arena layout version this build checks (a squatter that gets it wrong would be
     turned away for that alone, which is not the check under test)."""
@@ -31,7 +37,7 @@ def layout_version():
 
 
 def squat(b, tmp_path, as_nobody, sealed):
-    argv = [PY, os.path.join(APPS, "share_squatter.py"), NAME, str(layout_version()), "1" if sealed else "0"]
+    argv = [PY, "-c", script("share_squatter.py"), NAME, str(layout_version()), "1" if sealed else "0"]
     log = str(tmp_path / "squat.log")
     p = start(b, (NOBODY if as_nobody else []) + argv, log)
     deadline = time.monotonic() + 10
@@ -91,7 +97,7 @@ def test_worker_that_dropped_root_does_not_serve_the_stack(testbed, slip, tmp_pa
     time.sleep(0.6)             # the worker's progress thread has looked at its privileges
     echo_round(a, 7303)
 
-    r = b.run(NOBODY + [PY, os.path.join(APPS, "share_probe.py"), NAME, "30"], timeout=120)
+    r = b.run(NOBODY + [PY, "-c", script("share_probe.py"), NAME, "30"], timeout=120)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
     print(f"nobody asking for the stack 30 times: {res}")
