@@ -22,4 +22,6 @@ async def main():
     await srv.serve_forever()
 
 
-uvloop.run(main())
+loop = uvloop.new_event_loop()     # uvloop.run() is 0.18+; Debian 12 has 0.17
+asyncio.set_event_loop(loop)
+loop.run_until_complete(main())
