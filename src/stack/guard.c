@@ -16,8 +16,6 @@
 #include "stack/share.h"
 #include "stack/stack.h"
 
-#define GUARD_MAX_FDS  (1 + SLIP_MAX_IFACES * (4 + SLIP_MAX_QUEUES))
-#define GUARD_SPEC_MAX 600
 #define GUARD_LOOK_MS  50
 /* A process without a slot (the last one, lingering in exit; one past SLIP_PROC_MAX) polls at
  * least every 200 ms (its progress thread): the stack is only orphaned once that long has passed
@@ -39,81 +37,27 @@ static void nap_ms(int ms)
 
 int slip_guard__handoff(struct slip_stack *s, int sock)
 {
-    char spec[GUARD_SPEC_MAX];
-    int fds[GUARD_MAX_FDS];
+    char spec[SLIP_SHARE_SPEC_MAX];
+    int fds[SLIP_SHARE_MAX_FDS];
     int rc = slip_stack__describe_for_guard(s, spec, sizeof(spec));
     if (rc < 0)
         return rc;
-    int n = slip_stack__export_fds(s, fds, GUARD_MAX_FDS);
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * GUARD_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct iovec iov = { .iov_base = spec, .iov_len = strlen(spec) + 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-    memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
-    return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
-}
-
-/* The description names the sender's fd numbers: replace them, in order, with ours. A number
- * starts the description or follows ';' or ','; anything else ("g") is copied. */
-static int renumber(const char *spec, const int *fds, int nfds, char *out, size_t len)
-{
-    size_t o = 0;
-    int k = 0;
-    for (const char *p = spec; *p;) {
-        bool starts = p == spec || p[-1] == ';' || p[-1] == ',';
-        if (starts && *p >= '0' && *p <= '9') {
-            while (*p >= '0' && *p <= '9')
-                p++;
-            if (k >= nfds)
-                return -EPROTO;
-            o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%d", fds[k++]);
-        } else {
-            if (o + 1 < len)
-                out[o] = *p;
-            o++;
-            p++;
-        }
-    }
-    if (o >= len)
-        return -ENOSPC;
-    out[o] = 0;
-    return k == nfds ? 0 : -EPROTO;
+    return slip_share__send(sock, spec, fds, slip_stack__export_fds(s, fds, SLIP_SHARE_MAX_FDS));
 }
 
 int slip_guard__adopt(struct slip_stack **out, int sock, char *err, size_t errlen)
 {
-    char spec[GUARD_SPEC_MAX];
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * GUARD_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
     struct timeval tv = { 5, 0 };
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    struct iovec iov = { .iov_base = spec, .iov_len = sizeof(spec) - 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    if (r <= 0) {
-        snprintf(err, errlen, "no stack handed over on fd %d: %s", sock, r < 0 ? strerror(errno) : "end of file");
-        return r < 0 ? -errno : -ENOENT;
+    char mine[SLIP_SHARE_SPEC_MAX + 64];
+    int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
+    int rc = slip_share__recv(sock, mine, sizeof(mine), fds, &nfds);
+    if (rc == -ENOENT || (rc < 0 && rc != -EPROTO)) {
+        snprintf(err, errlen, "no stack handed over on fd %d: %s", sock, rc == -ENOENT ? "end of file" : strerror(-rc));
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return rc;
     }
-    spec[r] = 0;
-    int fds[GUARD_MAX_FDS], nfds = 0;
-    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-            int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < n && nfds < GUARD_MAX_FDS; i++)
-                memcpy(&fds[nfds++], CMSG_DATA(h) + (size_t)i * sizeof(int), sizeof(int));
-        }
-    char mine[GUARD_SPEC_MAX + 64];
-    int rc = (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ? -EPROTO : renumber(spec, fds, nfds, mine, sizeof(mine));
     size_t ml = rc == 0 ? strlen(mine) : 0;
     if (rc == 0 && (ml < 2 || strcmp(mine + ml - 2, ";g") != 0))
         rc = -EPROTO;       /* only a guardian's description: anything else would claim a slot */

@@ -17,8 +17,6 @@
 
 #include "stack/stack.h"
 
-#define SHARE_MAX_FDS  (1 + SLIP_MAX_IFACES * (4 + SLIP_MAX_QUEUES))
-#define SHARE_SPEC_MAX 600
 
 void slip_share__name(char *buf, size_t len, const char *const *ifnames, unsigned n)
 {
@@ -53,6 +51,85 @@ int slip_share__listen(const char *name)
     return fd;
 }
 
+/* Rewrites the sender's fd numbers in spec with ours, in order: a number starts the description
+ * or follows ';' or ','; anything else (a "p3" slot, a "g") is copied. */
+static int renumber(const char *spec, const int *fds, int nfds, char *out, size_t len)
+{
+    size_t o = 0;
+    int k = 0;
+    for (const char *p = spec; *p;) {
+        if (*p >= '0' && *p <= '9' && (p == spec || p[-1] == ';' || p[-1] == ',')) {
+            if (k >= nfds)
+                return -EPROTO;
+            while (*p >= '0' && *p <= '9')
+                p++;
+            o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%d", fds[k++]);
+        } else {
+            if (o + 1 < len)
+                out[o] = *p;
+            o++;
+            p++;
+        }
+    }
+    if (o >= len)
+        return -ENOSPC;
+    out[o] = 0;
+    return k == nfds ? 0 : -EPROTO;
+}
+
+int slip_share__send(int sock, const char *spec, const int *fds, int n)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SLIP_SHARE_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    if (n < 1 || n > SLIP_SHARE_MAX_FDS)
+        return -EINVAL;
+    memset(&u, 0, sizeof(u));
+    struct iovec iov = { .iov_base = (void *)spec, .iov_len = strlen(spec) + 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
+    return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+int slip_share__recv(int sock, char *out, size_t len, int *fds, int *nfds)
+{
+    char spec[SLIP_SHARE_SPEC_MAX];
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SLIP_SHARE_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = spec, .iov_len = sizeof(spec) - 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+    *nfds = 0;
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    if (r < 0)
+        return -errno;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+            int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < n; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(h) + (size_t)i * sizeof(int), sizeof(int));
+                if (*nfds < SLIP_SHARE_MAX_FDS)
+                    fds[(*nfds)++] = fd;
+                else
+                    close(fd);      /* more than a stack has: the message is refused below */
+            }
+        }
+    if (r == 0)
+        return -ENOENT;
+    spec[r] = 0;
+    if (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
+        return -EPROTO;
+    return renumber(spec, fds, *nfds, out, len);
+}
+
 /* The user a stack belongs to: the owner of its memfd, set by the kernel when the creating
  * process made it, and the same in every process that maps it, whatever their euid is now. */
 static int owner_uid(int memfd, uid_t *uid)
@@ -79,32 +156,18 @@ static void serve_one(struct slip_stack *s, int c)
     socklen_t cl = sizeof(cr);
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
         return;
-    int fds[SHARE_MAX_FDS];
-    int n = slip_stack__export_fds(s, fds, SHARE_MAX_FDS);
+    int fds[SLIP_SHARE_MAX_FDS];
+    int n = slip_stack__export_fds(s, fds, SLIP_SHARE_MAX_FDS);
     uid_t owner = (uid_t)-1;
     /* The stack is its creator's memory and packets: only that user, or root, may join, whoever
      * serves it now (a worker that dropped to another user never serves: slip_share__may_serve). */
     if (n < 1 || owner_uid(fds[0], &owner) < 0 || (cr.uid != 0 && cr.uid != owner))
         return;
-    char spec[SHARE_SPEC_MAX];
+    char spec[SLIP_SHARE_SPEC_MAX];
     if (slip_stack__describe_for_peer(s, cr.pid, spec, sizeof(spec)) < 0)
         return;
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SHARE_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct iovec iov = { .iov_base = spec, .iov_len = strlen(spec) + 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
-    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-    memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
-    if (sendmsg(c, &m, MSG_NOSIGNAL) < 0) {
-        /* the peer went away; its slot is reaped like any dead process's */
-    }
+    /* If the peer went away, its slot is reaped like any dead process's. */
+    (void)slip_share__send(c, spec, fds, n);
 }
 
 void slip_share__serve(struct slip_stack *s, int lfd)
@@ -118,30 +181,6 @@ void slip_share__serve(struct slip_stack *s, int lfd)
     }
 }
 
-/* Rewrites the serving process's fd numbers in spec with ours, in order. */
-static int renumber(const char *spec, const int *fds, int nfds, char *out, size_t len)
-{
-    size_t o = 0;
-    int k = 0;
-    for (const char *p = spec; *p;) {
-        if (*p >= '0' && *p <= '9' && (p == spec || p[-1] == ';' || p[-1] == ',')) {
-            if (k >= nfds)
-                return -EPROTO;
-            while (*p >= '0' && *p <= '9')
-                p++;
-            o += (size_t)snprintf(out + o, o < len ? len - o : 0, "%d", fds[k++]);
-        } else {
-            if (o + 1 < len)
-                out[o] = *p;
-            o++;
-            p++;
-        }
-    }
-    if (o >= len)
-        return -ENOSPC;
-    out[o] = 0;
-    return k == nfds ? 0 : -EPROTO;
-}
 
 /* What the server handed over must be what a stack is made of before we map or use any of it:
  * first a sealed memfd (it cannot shrink under us: a SIGBUS) owned by root or by us, then BPF
@@ -204,34 +243,19 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
     /* The serving process answers from its progress thread, which wakes at least every 200 ms. */
     struct timeval tv = { 2, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char spec[SHARE_SPEC_MAX];
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SHARE_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = { .iov_base = spec, .iov_len = sizeof(spec) - 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-    int e = errno;
+    char mine[SLIP_SHARE_SPEC_MAX + 64];
+    int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
+    int rc = slip_share__recv(fd, mine, sizeof(mine), fds, &nfds);
     close(fd);
-    if (r <= 0) {
-        snprintf(err, errlen, "the process serving %s did not answer: %s", name, r < 0 ? strerror(e) : "refused");
-        return r < 0 ? -e : -EPERM;
+    if (rc == -EPROTO || rc == -ENOSPC) {
+        snprintf(err, errlen, "malformed answer from the process serving %s", name);
+    } else if (rc < 0) {
+        snprintf(err, errlen, "the process serving %s did not answer: %s", name,
+                 rc == -ENOENT ? "refused" : strerror(-rc));
+        rc = rc == -ENOENT ? -EPERM : rc;
     }
-    spec[r] = 0;
-    int fds[SHARE_MAX_FDS], nfds = 0;
-    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-            int n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < n && nfds < SHARE_MAX_FDS; i++)
-                memcpy(&fds[nfds++], CMSG_DATA(h) + (size_t)i * sizeof(int), sizeof(int));
-        }
-    char mine[SHARE_SPEC_MAX + 64];
-    int rc = (m.msg_flags & MSG_CTRUNC) ? -EPROTO : renumber(spec, fds, nfds, mine, sizeof(mine));
     if (rc == 0)
         rc = check_fds(fds, nfds, me, name, err, errlen);
-    else
-        snprintf(err, errlen, "malformed answer from the process serving %s", name);
     if (rc == 0)
         rc = slip_stack__attach(out, mine, err, errlen);
     if (rc < 0)

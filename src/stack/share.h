@@ -14,6 +14,18 @@
 
 struct slip_stack;
 
+/* A stack handed to another process is one message: its description (slip_stack__export_for and
+ * friends) and its fds, in the order the description names them. At most this many fds (the
+ * memfd, then per interface the XDP link and 3 maps and one AF_XDP socket per queue). */
+#define SLIP_SHARE_MAX_FDS  (1 + SLIP_MAX_IFACES * (4 + SLIP_MAX_QUEUES))
+#define SLIP_SHARE_SPEC_MAX 600
+/* Sends that message on sock: 0 or negative errno. */
+int slip_share__send(int sock, const char *spec, const int *fds, int n);
+/* Receives one: the description renumbered with our fds into out, the fds in fds (*nfds of
+ * them, the caller's to close if it does not attach). 0; -ENOENT: the sender closed without
+ * answering; -EPROTO: malformed; other negative errno from recvmsg (-EAGAIN on SO_RCVTIMEO). */
+int slip_share__recv(int sock, char *out, size_t len, int *fds, int *nfds);
+
 /* The rendezvous name for a list of interfaces (as in SLIP_IFACES), into buf. */
 void slip_share__name(char *buf, size_t len, const char *const *ifnames, unsigned n);
 /* Binds the name and listens (non-blocking, close-on-exec): the fd, or -EADDRINUSE when another
