@@ -16,12 +16,25 @@ static uint64_t *g_bits;
 static size_t g_words;
 /* Callers hold the stack lock, but two stacks (or stack and exec hand-over) may not share it. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* A fork child has the set (and the fds) but not the thread that may have held the mutex. */
+static void kfd_atfork_child(void)
+{
+    pthread_mutex_init(&g_mu, NULL);
+}
+
+static void kfd_once(void)
+{
+    pthread_atfork(NULL, NULL, kfd_atfork_child);
+}
 
 void slip_kfd__add(int fd)
 {
     if (fd < 0)
         return;
     size_t w = (size_t)fd / 64;
+    pthread_once(&g_once, kfd_once);
     pthread_mutex_lock(&g_mu);
     if (w >= g_words) {
         size_t n = g_words ? g_words : 16;
