@@ -377,37 +377,44 @@ static void config_ifaces(struct slip_config *cfg)
  * guardian of a stack whose programs all ended (it lets go within a second): open again. */
 static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
 {
+    /* For up to 3 s: join the stack served on the interfaces' name; when nobody serves it (or
+     * somebody untrusted does), open one. Each can fail for a moment: the serving process may be
+     * busy, exiting (its connection resets) or no longer allowed to serve, and another process
+     * of the stack binds the name within half a second; the interfaces may still be held by a
+     * stack whose last process or guardian is finishing. Those are retried every 100 ms, not
+     * turned into a fallback to the kernel at once. */
+    bool warned = false;
     int rc = -ENOENT;
-    if (g_share_name[0])
-        rc = slip_share__join(&g_pre.stack, g_share_name, err, errlen);
-    if (rc == -EACCES) {
-        /* Somebody else's process holds the name: say so, and run on a stack of our own if
-         * the interfaces are free (the name stays theirs, so nobody can join ours). */
-        slip_warn("%s", err);
-        rc = -ENOENT;
-    }
-    if (rc != -ENOENT)
-        return rc;
-    rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
-    bool opened = rc == 0;
-    for (int i = 0; (rc == -EBUSY || rc == -EEXIST) && g_share_name[0] && i < 20; i++) {
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
-        char e2[256];
-        int r2 = slip_share__join(&g_pre.stack, g_share_name, e2, sizeof(e2));
-        if (r2 == 0)
-            rc = 0;
-        else if (r2 != -ENOENT)
-            break;
-        else if ((r2 = slip_stack__open(&g_pre.stack, cfg, e2, sizeof(e2))) != -EBUSY && r2 != -EEXIST) {
-            rc = r2;
-            opened = r2 == 0;
-            if (r2 < 0)
-                snprintf(err, errlen, "%s", e2);
+    for (int i = 0; i < 30; i++) {
+        if (i) {
+            struct timespec ts = { 0, 100 * 1000000L };
+            nanosleep(&ts, NULL);
         }
+        rc = g_share_name[0] ? slip_share__join(&g_pre.stack, g_share_name, err, errlen) : -ENOENT;
+        if (rc == 0)
+            return 0;
+        if (rc == -EACCES) {
+            /* Somebody else's process holds the name: say so, and run on a stack of our own if
+             * the interfaces are free (the name stays theirs, so nobody can join ours). */
+            if (!warned)
+                slip_warn("%s", err);
+            warned = true;
+            rc = -ENOENT;
+        }
+        bool transient = rc == -EAGAIN || rc == -ECONNRESET || rc == -EPERM || rc == -ECONNREFUSED ||
+                         rc == -EPIPE || rc == -EINTR;
+        if (transient && g_share_name[0])
+            continue;
+        if (rc != -ENOENT)
+            return rc;
+        rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
+        if (rc == 0) {
+            preload_guard_start(g_pre.stack, g_share_name);
+            return 0;
+        }
+        if ((rc != -EBUSY && rc != -EEXIST) || !g_share_name[0])
+            return rc;
     }
-    if (opened)
-        preload_guard_start(g_pre.stack, g_share_name);
     return rc;
 }
 
