@@ -1,14 +1,15 @@
 /* Sharing one stack between unrelated programs; see share.h. The handshake is one message from
  * the serving process: the stack's description with a process slot claimed for the peer, and
- * its fds in the order the description names them. The joining side renumbers the description
- * with the fds it received and attaches as an exec'd image would. */
+ * its fds in the order the description names them. The joining side checks who serves and what
+ * it handed over, renumbers the description with the fds it received and attaches as an exec'd
+ * image would. The guardian gets its stack the same way (slip_share__send/recv). */
 #include "stack/share.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #include "stack/stack.h"
-
 
 void slip_share__name(char *buf, size_t len, const char *const *ifnames, unsigned n)
 {
