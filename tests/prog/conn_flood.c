@@ -105,12 +105,8 @@ int main(int argc, char **argv)
             snprintf(k->want, sizeof(k->want), "%08d\n", next % 100000000);
             next++;
             k->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-            if (k->fd < 0) {
-                k->state = C_FAILED;
-                failed++;
-                e_local++;
-                continue;
-            }
+            if (k->fd < 0)
+                goto local_failure;
             if (nsrc || sport_base) {
                 int one = 1;
                 struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -120,27 +116,23 @@ int main(int argc, char **argv)
                     sa.sin_port = htons((uint16_t)(sport_base + (next - 1) / (nsrc ? nsrc : 1)));
                 else
                     setsockopt(k->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-                if (bind(k->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                    close(k->fd);
-                    k->fd = -1;
-                    k->state = C_FAILED;
-                    failed++;
-                    e_local++;
-                    continue;
-                }
+                if (bind(k->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                    goto local_failure;
             }
-            if (connect(k->fd, (struct sockaddr *)&dst, sizeof(dst)) < 0 && errno != EINPROGRESS) {
-                close(k->fd);
-                k->fd = -1;
-                k->state = C_FAILED;
-                failed++;
-                e_local++;
-                continue;
-            }
+            if (connect(k->fd, (struct sockaddr *)&dst, sizeof(dst)) < 0 && errno != EINPROGRESS)
+                goto local_failure;
             k->state = C_CONNECTING;
             pending++;
             struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = (uint32_t)(k - c) };
             epoll_ctl(ep, EPOLL_CTL_ADD, k->fd, &ev);
+            continue;
+        local_failure:      /* this host could not open, bind or start the connection */
+            if (k->fd >= 0)
+                close(k->fd);
+            k->fd = -1;
+            k->state = C_FAILED;
+            failed++;
+            e_local++;
         }
         int n = epoll_wait(ep, evs, 1024, 100);
         for (int i = 0; i < n; i++) {

@@ -9,27 +9,19 @@ import socket
 import subprocess
 import sys
 
-import pytest
+from test_apps import slip  # noqa: F401  (fixture)
 
 B_ADDR = "198.18.0.2"
 PY = sys.executable
 
 
-@pytest.fixture
-def slip(build_dir):
-    exe = build_dir / "slipstream"
-    lib = build_dir / "src" / "preload" / "libslipstream.so"
-    for f in (exe, lib):
-        if not f.exists():
-            pytest.skip(f"not built: {f}")
-
-    def argv(cmd, env=()):
-        return ["env", *env, str(exe), "run", "--iface", "veth0", "--strict", "--", *cmd]
-    return argv
+def strict(slip, cmd, env=()):  # noqa: F811
+    """cmd under `slipstream run --strict` with env (VAR=value strings) set."""
+    return ["env", *env, *slip(cmd, opts=["--strict"])]
 
 
-def start_echo(b, slip, slip_bin, port, env=()):
-    s = b.popen(slip([str(slip_bin("tests/prog/echo_many")), str(port)], env),
+def start_echo(b, slip, slip_bin, port, env=()):  # noqa: F811
+    s = b.popen(strict(slip, [str(slip_bin("tests/prog/echo_many")), str(port)], env),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = s.stdout.readline().strip()
     if line != "listening":
@@ -47,21 +39,27 @@ def stop(s):
         return s.communicate(timeout=5)
 
 
-def test_ten_thousand_concurrent_clients_are_all_served(testbed, slip, slip_bin):
+
+def client_result(a, srv, argv, timeout):
+    """Runs the kernel client argv in host a against the server srv, stops the server, and
+    returns the client's last line (JSON)."""
+    try:
+        r = a.run(argv, timeout=timeout)
+        print(r.stdout.strip(), r.stderr.strip())
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        out, err = stop(srv)
+        print(err.strip()[-2000:])
+
+def test_ten_thousand_concurrent_clients_are_all_served(testbed, slip, slip_bin):  # noqa: F811
     """10,000 kernel clients connect at once (1,000 handshakes in flight) and stay connected;
     each one's 9 bytes come back. The table of old (4,096 slots) left 5,905 of them connected
     but unserved after 50 s (SYN cookies for connections the table could not hold)."""
     a, b = testbed.host("a"), testbed.host("b")
     srv = start_echo(b, slip, slip_bin, 9500)
-    try:
-        r = a.run([slip_bin("tests/prog/conn_flood"), B_ADDR, "9500", "10000", "--inflight", "1000",
-                   "--timeout", "50"], timeout=90)
-        print(r.stdout.strip(), r.stderr.strip())
-        assert r.returncode == 0, r.stderr
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-    finally:
-        out, err = stop(srv)
-        print(err.strip()[-2000:])
+    res = client_result(a, srv, [slip_bin("tests/prog/conn_flood"), B_ADDR, "9500", "10000", "--inflight", "1000",
+                                 "--timeout", "50"], timeout=90)
     assert res["served"] == 10000 and res["failed"] == 0, res
 
 
@@ -127,30 +125,23 @@ print(json.dumps(res), flush=True)
 """
 
 
-def test_full_table_client_is_retried_not_left_established(testbed, slip, slip_bin):
+def test_full_table_client_is_retried_not_left_established(testbed, slip, slip_bin):  # noqa: F811
     """SLIP_MAX_CONNS=64: the listener and 63 clients fill the table. One more client must not
     complete a handshake that nobody serves (what a SYN cookie at a full table did): while the
     table is full its connect stays pending (or is refused), and once four clients close it is
     served (its SYN retransmitted, or a new connect)."""
     a, b = testbed.host("a"), testbed.host("b")
     srv = start_echo(b, slip, slip_bin, 9501, ["SLIP_MAX_CONNS=64"])
-    try:
-        r = a.run([PY, "-c", FULL_CLIENT, B_ADDR, "9501", "63"], timeout=60)
-        print(r.stdout.strip(), r.stderr.strip())
-        assert r.returncode == 0, r.stderr
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-    finally:
-        out, err = stop(srv)
-        print(err.strip()[-2000:])
+    res = client_result(a, srv, [PY, "-c", FULL_CLIENT, B_ADDR, "9501", "63"], timeout=60)
     assert res["first"] == ["served"] * 63, res
     # Not "ignored" (connected, data dropped), and not "served" either: the table was full.
     assert res["while_full"] in ("pending", "refused", "reset"), res
     assert res["after_close"] == "served", res
 
 
-def test_max_conns_out_of_range_is_a_clear_error(testbed, slip, slip_bin):
+def test_max_conns_out_of_range_is_a_clear_error(testbed, slip, slip_bin):  # noqa: F811
     """A bad SLIP_MAX_CONNS stops strict mode with one line naming the variable."""
     b = testbed.host("b")
-    r = b.run(slip([str(slip_bin("tests/prog/echo_many")), "9502"], ["SLIP_MAX_CONNS=3"]), timeout=20)
+    r = b.run(strict(slip, [str(slip_bin("tests/prog/echo_many")), "9502"], ["SLIP_MAX_CONNS=3"]), timeout=20)
     assert r.returncode != 0
     assert "SLIP_MAX_CONNS=3 is not valid" in r.stderr, r.stderr

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-import pytest
+from test_apps import slip  # noqa: F401  (fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "apps")
@@ -21,14 +21,6 @@ LIMIT_S = 1.0       # every peer must see the end this soon after the kill
 WATCH_S = 4.0       # how long a peer waits for it before reporting "none"
 SHM_MAGIC = 0x736c6970737472
 SHM_LOCK_WORD = 24  # struct slip_shm: magic u64, version, nframes, frame_size, headroom u32, lock
-
-
-@pytest.fixture
-def slip(build_dir):
-    exe = build_dir / "slipstream"
-    if not exe.exists():
-        pytest.skip(f"not built: {exe}")
-    return lambda cmd: [str(exe), "run", "--iface", "veth0", "--", *cmd]
 
 
 def start(testbed, slip, port, fork=False):
@@ -93,7 +85,7 @@ def finish(cl, t_kill, label):
     return ends
 
 
-def test_kill9_server_peers_see_end(testbed, slip):
+def test_kill9_server_peers_see_end(testbed, slip):  # noqa: F811
     srv, cl, pid, _ = start(testbed, slip, 7400)
     b = testbed.host("b")
     running = guardians(b)
@@ -128,7 +120,7 @@ def shm_lock_word(pid):
     return None
 
 
-def test_kill9_inside_stack_lock(testbed, slip):
+def test_kill9_inside_stack_lock(testbed, slip):  # noqa: F811
     """Stopped at random moments until it is caught holding the stack lock, then killed: nobody
     will ever release that lock, the guardian must take it over."""
     srv, cl, pid, _ = start(testbed, slip, 7401)
@@ -153,7 +145,7 @@ def test_kill9_inside_stack_lock(testbed, slip):
     srv.communicate(timeout=10)
 
 
-def test_fork_server_ends_only_when_both_died(testbed, slip):
+def test_fork_server_ends_only_when_both_died(testbed, slip):  # noqa: F811
     srv, cl, parent, child = start(testbed, slip, 7402, fork=True)
     assert child > 0
     os.kill(parent, signal.SIGKILL)
@@ -165,7 +157,7 @@ def test_fork_server_ends_only_when_both_died(testbed, slip):
     srv.communicate(timeout=10)
 
 
-def test_server_keeps_working_when_its_guardian_dies(testbed, slip):
+def test_server_keeps_working_when_its_guardian_dies(testbed, slip):  # noqa: F811
     """The guardian is a safety net, not a dependency: killing it changes nothing for the server."""
     a, b = testbed.host("a"), testbed.host("b")
     server = ("import socket\n"
@@ -231,21 +223,28 @@ print(kind, n, round(time.monotonic() - t, 3), flush=True)
 """
 
 
-def test_data_written_before_close_still_delivered_after_kill(testbed, slip):
-    """What the application wrote and closed before it was killed is delivered, then FIN (the
-    guardian polls the stack until SLIP_EXIT_LINGER_MS after the death), as the kernel would."""
-    a, b = testbed.host("a"), testbed.host("b")
-    size = 200 * 1024
-    srv = b.popen(slip([sys.executable, "-c", CLOSED_SERVER, "7404", str(size)]),
+
+def start_closed_server(a, b, slip, port, size, env=()):  # noqa: F811
+    """CLOSED_SERVER in b (env: VAR=value strings) with SLOW_PEER in a connected to it, once the
+    server has written size bytes and closed: (server, peer, pid of the process to kill)."""
+    srv = b.popen(["env", *env, *slip([sys.executable, "-c", CLOSED_SERVER, str(port), str(size)])],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert srv.stdout.readline().strip() == "listening"
-    cl = a.popen([sys.executable, "-c", SLOW_PEER, B_ADDR, "7404"], stdin=subprocess.PIPE,
+    cl = a.popen([sys.executable, "-c", SLOW_PEER, B_ADDR, str(port)], stdin=subprocess.PIPE,
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert cl.stdout.readline().strip() == "connected"
     line = srv.stdout.readline().split()
     assert line and line[0] == "closed", (line, srv.stderr.read() if srv.poll() is not None else "")
+    return srv, cl, int(line[1])
+
+def test_data_written_before_close_still_delivered_after_kill(testbed, slip):  # noqa: F811
+    """What the application wrote and closed before it was killed is delivered, then FIN (the
+    guardian polls the stack until SLIP_EXIT_LINGER_MS after the death), as the kernel would."""
+    a, b = testbed.host("a"), testbed.host("b")
+    size = 200 * 1024
+    srv, cl, pid = start_closed_server(a, b, slip, 7404, size)
     t_kill = time.monotonic()
-    os.kill(int(line[1]), signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     out, err = cl.communicate(f"killed {t_kill}\n", timeout=30)
     kind, n, secs = out.split()
     print(f"closed with data, then kill -9: the peer got {n} of {size} bytes and {kind} {secs} s after the kill")
@@ -253,22 +252,14 @@ def test_data_written_before_close_still_delivered_after_kill(testbed, slip):
     srv.communicate(timeout=10)
 
 
-def test_program_started_after_kill_joins_the_stack_being_finished(testbed, slip):
+def test_program_started_after_kill_joins_the_stack_being_finished(testbed, slip):  # noqa: F811
     """While the guardian delivers what a killed server had closed, a server restarted at once
     joins that stack (as it joins one lingering in exit) instead of falling back to the kernel,
     and the delivery goes on there."""
     a, b = testbed.host("a"), testbed.host("b")
     size = 200 * 1024
-    srv = b.popen(["env", "SLIP_EXIT_LINGER_MS=6000",
-                   *slip([sys.executable, "-c", CLOSED_SERVER, "7405", str(size)])],
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert srv.stdout.readline().strip() == "listening"
-    cl = a.popen([sys.executable, "-c", SLOW_PEER, B_ADDR, "7405"], stdin=subprocess.PIPE,
-                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert cl.stdout.readline().strip() == "connected"
-    line = srv.stdout.readline().split()
-    assert line and line[0] == "closed", (line, srv.stderr.read() if srv.poll() is not None else "")
-    os.kill(int(line[1]), signal.SIGKILL)
+    srv, cl, pid = start_closed_server(a, b, slip, 7405, size, env=["SLIP_EXIT_LINGER_MS=6000"])
+    os.kill(pid, signal.SIGKILL)
     t_kill = time.monotonic()
     srv.communicate(timeout=10)
     time.sleep(0.6)     # the guardian has taken over (and holds the interfaces)
