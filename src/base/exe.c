@@ -1,7 +1,10 @@
-/* Static-binary detection (exe.h). */
+/* Static-binary detection and sibling files (exe.h). */
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,4 +32,20 @@ int slip_exe__is_static(const char *path)
     }
     close(fd);
     return rc;
+}
+
+int slip_exe__beside(const char *file, const char *const *rel, size_t n, int amode, char *out, size_t len)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return -ENOENT;
+    *slash = 0;
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(out, len, "%s/%s", dir, rel[i]);
+        if (w > 0 && (size_t)w < len && access(out, amode) == 0)
+            return 0;
+    }
+    return -ENOENT;
 }

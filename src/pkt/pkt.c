@@ -16,7 +16,7 @@ slip_idx_t pkt__alloc(struct pkt_pool *p)
     if (a == UINT64_MAX)
         return SLIP_NIL;
     slip_idx_t i = pkt__bound(p, pkt__index(p, a));
-    struct pkt_meta *m = pkt__meta(p, i);
+    struct pkt_meta *m = &p->meta[i];   /* bounded just above */
     meta_reset(m);
     m->off = (uint16_t)p->headroom;
     return i;
@@ -25,7 +25,7 @@ slip_idx_t pkt__alloc(struct pkt_pool *p)
 slip_idx_t pkt__adopt(struct pkt_pool *p, uint64_t addr, uint32_t len)
 {
     slip_idx_t i = pkt__bound(p, pkt__index(p, addr));
-    struct pkt_meta *m = pkt__meta(p, i);
+    struct pkt_meta *m = &p->meta[i];   /* bounded just above */
     meta_reset(m);
     m->off = (uint16_t)(addr - pkt__addr(p, i));
     m->len = (uint16_t)len;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/exe.h"
 #include "base/log.h"
 #include "preload/preload.h"
 #include "stack/guard.h"
@@ -35,19 +36,8 @@ static int guard_exe(char *out, size_t len)
     Dl_info info;
     if (!dladdr((void *)guard_exe, &info) || !info.dli_fname)
         return -ENOENT;
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        return -ENOENT;
-    *slash = 0;
     static const char *const rel[] = { "../../slipstream", "../../bin/slipstream" };
-    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        int w = snprintf(out, len, "%s/%s", dir, rel[i]);
-        if (w > 0 && (size_t)w < len && access(out, X_OK) == 0)
-            return 0;
-    }
-    return -ENOENT;
+    return slip_exe__beside(info.dli_fname, rel, SLIP_ARRAY_SIZE(rel), X_OK, out, len);
 }
 
 void preload_guard_start(struct slip_stack *s, const char *share)

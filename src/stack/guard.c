@@ -22,13 +22,6 @@
  * without a poll. */
 #define GUARD_QUIET (300 * SLIP_MSEC)
 
-static slip_time_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -94,7 +87,7 @@ void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share)
             alone_since = 0;
             continue;
         }
-        slip_time_t now = now_ns();
+        slip_time_t now = slip_stack__now();
         if (!alone_since)
             alone_since = now;
         /* Nothing left to end (the last process exited and delivered everything): go at once,
@@ -108,7 +101,7 @@ void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share)
         unsigned left = slip_stack__guard_sweep(s, false);
         slip_time_t end = alone_since + (slip_time_t)linger_ms * SLIP_MSEC;
         bool joined = false;
-        while (left && now_ns() < end && !joined) {
+        while (left && slip_stack__now() < end && !joined) {
             slip_stack__wait(s, 10);
             serve_joiners(s, share, &lfd);
             joined = !slip_stack__orphaned(s, 0);

@@ -309,13 +309,6 @@ static void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd)
         kfd_close(s, fd);
 }
 
-static slip_time_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
-}
-
 unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max)
 {
     struct ifaddrs *ifa;
@@ -812,7 +805,7 @@ static void uncork_all(struct slip_stack *s)
 static slip_time_t poll_locked(struct slip_stack *s)
 {
     struct xsk_frame f[256];
-    slip_time_t now = now_ns();
+    slip_time_t now = slip_stack__now();
     unsigned burst = SLIP_MIN(s->cfg.burst, SLIP_ARRAY_SIZE(f));
 
     env_refresh(s, now);
@@ -1048,7 +1041,7 @@ static void tx_kick_left(struct slip_stack *s)
 
 int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
 {
-    slip_time_t now = now_ns();
+    slip_time_t now = slip_stack__now();
     t_progress = true;
     if (now - s->shm->last_poll < idle_ns) {
         int ms = (int)((idle_ns - (now - s->shm->last_poll)) / SLIP_MSEC) + 1;
@@ -1089,7 +1082,7 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
 
 int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
 {
-    slip_time_t next = s->next_deadline, now = now_ns();
+    slip_time_t next = s->next_deadline, now = slip_stack__now();
     int t = timeout_ms;
     if (next != SLIP_TIME_NEVER) {
         slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
@@ -1327,7 +1320,7 @@ static int proc_reap_now(struct slip_stack *s, slip_time_t now)
 
 int slip_stack__reap(struct slip_stack *s)
 {
-    slip_time_t now = now_ns();
+    slip_time_t now = slip_stack__now();
     if (!s->reap_ok || now < s->reap_next)
         return 0;
     return proc_reap_now(s, now);
@@ -1376,12 +1369,12 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
         s->proc = -1;
     }
     if (s->reap_ok)
-        proc_reap_now(s, now_ns());
+        proc_reap_now(s, slip_stack__now());
     /* The last process: the stack dies with it, so deliver what was written first, as the
      * kernel would after the process is gone (bounded: the kernel's orphans may take minutes).
      * A program that joins meanwhile (a server restarted at once) takes the stack over. */
-    slip_time_t end = now_ns() + (slip_time_t)linger_ms * SLIP_MSEC;
-    while (!others_carry_on(s) && tcp_unfinished(s) && now_ns() < end) {
+    slip_time_t end = slip_stack__now() + (slip_time_t)linger_ms * SLIP_MSEC;
+    while (!others_carry_on(s) && tcp_unfinished(s) && slip_stack__now() < end) {
         slip_stack__wait(s, 10);
         if (tick)
             tick(s);
@@ -1391,7 +1384,7 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
 int slip_stack__wait(struct slip_stack *s, int timeout_ms)
 {
     slip_time_t next = slip_stack__poll(s);
-    slip_time_t now = now_ns();
+    slip_time_t now = slip_stack__now();
     int t = timeout_ms;
     if (next != SLIP_TIME_NEVER) {
         slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
@@ -1653,7 +1646,7 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
             return rc;
     }
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
     if (rc == -ENOBUFS) {
         /* Out of frames: reclaim completions and retry once, as the kernel would block briefly. */
@@ -1875,7 +1868,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
@@ -1890,7 +1883,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
         return kfd;
 
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     struct tcp_res *r = &s->t.ts[sock].res;
     r->kfd = kfd;
     proc_kfd_hold(s, (unsigned)sock);
@@ -1916,7 +1909,7 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
         return -EBADF;
     struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);
@@ -1937,7 +1930,7 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     ssize_t rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
     tx_done(s);     /* a window update may have been sent */
     stack_unlock(s);
@@ -1973,7 +1966,7 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     bool listener = s->tcp->conns[sock].state == TCPS_LISTEN;
     if (listener && how != SHUT_WR)
         listener_handover(s, sock);
@@ -1990,7 +1983,7 @@ int slip_tcp__close(struct slip_stack *s, int sock)
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     struct tcp_conn *c = &s->tcp->conns[sock];
     struct tcp_res *r = &s->t.ts[sock].res;
     if (c->state == TCPS_LISTEN) {
@@ -2071,7 +2064,7 @@ int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val)
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     int rc = tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
     ip_output__flush(&s->env);
     stack_unlock(s);
@@ -2367,7 +2360,7 @@ bool slip_stack__orphaned(struct slip_stack *s, slip_time_t quiet_ns)
     for (int i = 0; i < SLIP_PROC_MAX; i++)
         if (__atomic_load_n(&s->shm->procs.p[i].pid, __ATOMIC_ACQUIRE) > 0 && !slip_procs__dead(&s->shm->procs, i))
             return false;
-    return now_ns() - __atomic_load_n(&s->shm->last_poll, __ATOMIC_RELAXED) >= quiet_ns;
+    return slip_stack__now() - __atomic_load_n(&s->shm->last_poll, __ATOMIC_RELAXED) >= quiet_ns;
 }
 
 /* A connection the application still holds (it never closed it), or one still delivering what it
@@ -2410,7 +2403,7 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
     if (!slip_lock__try(&s->shm->lock))
         slip_lock__seize(&s->shm->lock);
     stack_locked_by_us(s);
-    env_refresh(s, now_ns());
+    env_refresh(s, slip_stack__now());
     unsigned left = 0;
     uint32_t hw = slip_socktab__tcp_high(&s->t);
     for (uint32_t i = 0; i < hw; i++) {

@@ -9,10 +9,20 @@
 #include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "base/types.h"
 #include "xsk/steer.h"
 #include "xsk/xsk_port.h"
+
+/* The stack's clock (CLOCK_MONOTONIC in ns): what the poll loop passes to protocol code as now,
+ * and what the guardian measures quiet time with. */
+static inline slip_time_t slip_stack__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (slip_time_t)ts.tv_sec * SLIP_SEC + (slip_time_t)ts.tv_nsec;
+}
 
 #define SLIP_MAX_IFACES 4
 #define SLIP_MAX_QUEUES 16

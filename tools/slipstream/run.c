@@ -111,16 +111,8 @@ static int find_library(char *out, size_t len)
     if (n <= 0)
         return -errno;
     exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
     static const char *const rel[] = { "src/preload/libslipstream.so", "../lib/slipstream/libslipstream.so" };
-    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        int w = snprintf(out, len, "%s/%s", exe, rel[i]);
-        if (w > 0 && (size_t)w < len && access(out, R_OK) == 0)
-            return 0;
-    }
-    return -ENOENT;
+    return slip_exe__beside(exe, rel, sizeof(rel) / sizeof(rel[0]), R_OK, out, len);
 }
 
 static void usage(FILE *f)
