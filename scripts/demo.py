@@ -98,8 +98,8 @@ def main():
             got = None
             while time.time() - started < 10 and got is None:
                 # Binary output: run curl directly rather than through Host.run (text mode).
-                r = subprocess.run(["ip", "netns", "exec", a.ns, "curl", "-s", "--max-time", "30",
-                                    f"http://{b.addr}:8000/blob"], capture_output=True, timeout=60)
+                r = subprocess.run(a.wrap(["curl", "-s", "--max-time", "30", f"http://{b.addr}:8000/blob"]),
+                                   capture_output=True, timeout=60)
                 if r.returncode == 0 and r.stdout:
                     got = r.stdout
                 else:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from testbed import Testbed, Topology, list_namespaces
+from testbed import Testbed, Topology, list_namespaces, ns_exec
 
 PREFIX = "sld"
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
@@ -125,8 +125,8 @@ def test_down_kills_stubborn_and_untracked_processes():
         a, b = tb.host("a"), tb.host("b")
         polite = a.popen(["sleep", "300"])
         stubborn = a.popen(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
-        # Not tracked: started straight with ip netns exec, detached from us.
-        untracked = subprocess.Popen(["ip", "netns", "exec", b.ns, "sleep", "300"],
+        # Not tracked: started straight in the namespace, detached from us.
+        untracked = subprocess.Popen([*ns_exec(b.ns), "sleep", "300"],
                                      start_new_session=True)
         time.sleep(0.3)
         assert untracked.pid in b.pids()

@@ -34,13 +34,31 @@ __all__ = ["Topology", "Testbed", "Host", "Iface", "CommandError",
 # /sys/fs/bpf by every command, so objects pinned by one command are seen by the next one.
 BPFFS_ROOT = "/run/slip-testbed"
 
-# `ip netns exec` gives each command a fresh /sys without bpffs: mount it before exec'ing.
+# `ip netns exec` (ns_exec) gives each command a fresh /sys without bpffs: mount it before exec'ing.
 _NS_WRAPPER = ('mountpoint -q /sys/fs/bpf || '
                '{ [ -d "$SLIP_TB_BPFFS" ] && mountpoint -q "$SLIP_TB_BPFFS" && '
                'mount --bind "$SLIP_TB_BPFFS" /sys/fs/bpf; } 2>/dev/null || '
                'mount -t bpf bpf /sys/fs/bpf; exec "$@"')
 
 KILL_GRACE_S = 3.0
+
+_root_mounted = None
+
+
+def ns_exec(ns):
+    """The argv prefix that runs a command in network namespace ns with that namespace's /sys, as
+    `ip netns exec` does. ip netns exec first makes / a slave mount, which fails where / is not a
+    mount point (a bare chroot, such as a clean-root test copy made without a bind mount): there
+    the same is done with nsenter and unshare, leaving / as it is. The new mount namespace's /sys
+    is a copy; mounting the namespace's sysfs over it reaches no other namespace."""
+    global _root_mounted
+    if _root_mounted is None:
+        with open("/proc/self/mountinfo") as f:
+            _root_mounted = any(line.split()[4] == "/" for line in f)
+    if _root_mounted:
+        return ["ip", "netns", "exec", ns]
+    return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "unchanged", "--",
+            "sh", "-c", 'umount -l /sys 2>/dev/null; mount -t sysfs sysfs /sys && exec "$@"', "sh"]
 
 
 class CommandError(subprocess.CalledProcessError):
@@ -183,7 +201,7 @@ class Host:
         if isinstance(cmd, str):
             cmd = ["sh", "-c", cmd]
         cmd = [os.fspath(c) for c in cmd]
-        return ["ip", "netns", "exec", self.ns, "env", f"SLIP_TB_BPFFS={self.bpffs}",
+        return [*ns_exec(self.ns), "env", f"SLIP_TB_BPFFS={self.bpffs}",
                 "sh", "-c", _NS_WRAPPER, "sh", *cmd]
 
     def run(self, cmd, check=False, timeout=None, **kw):
@@ -473,7 +491,7 @@ class Testbed:
 
     @staticmethod
     def _nsexec(h, cmd):
-        r = subprocess.run(["ip", "netns", "exec", h.ns, *cmd], stdout=subprocess.PIPE,
+        r = subprocess.run([*ns_exec(h.ns), *cmd], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             raise CommandError(r.returncode, cmd, r.stdout, r.stderr)
