@@ -45,17 +45,22 @@ KILL_GRACE_S = 3.0
 _root_mounted = None
 
 
+def _root_is_mounted():
+    """Whether / is a mount point here (it is on a machine; not in a bare chroot)."""
+    global _root_mounted
+    if _root_mounted is None:
+        with open("/proc/self/mountinfo") as f:
+            _root_mounted = any(line.split()[4] == "/" for line in f)
+    return _root_mounted
+
+
 def ns_exec(ns):
     """The argv prefix that runs a command in network namespace ns with that namespace's /sys, as
     `ip netns exec` does. ip netns exec first makes / a slave mount, which fails where / is not a
     mount point (a bare chroot, such as a clean-root test copy made without a bind mount): there
     the same is done with nsenter and unshare, leaving / as it is. The new mount namespace's /sys
     is a copy; mounting the namespace's sysfs over it reaches no other namespace."""
-    global _root_mounted
-    if _root_mounted is None:
-        with open("/proc/self/mountinfo") as f:
-            _root_mounted = any(line.split()[4] == "/" for line in f)
-    if _root_mounted:
+    if _root_is_mounted():
         return ["ip", "netns", "exec", ns]
     return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "unchanged", "--",
             "sh", "-c", 'umount -l /sys 2>/dev/null; mount -t sysfs sysfs /sys && exec "$@"', "sh"]
@@ -75,8 +80,12 @@ class CommandError(subprocess.CalledProcessError):
 
 
 def _ip(*args, check=True):
-    """Runs `ip ARGS` in the root namespace; raises CommandError with stderr on failure."""
-    r = subprocess.run(["ip", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Runs `ip ARGS` in the root namespace (`-n NS ...`: in NS); raises CommandError with stderr
+    on failure. `ip -n` switches namespaces the way `ip netns exec` does: see ns_exec."""
+    argv = ["ip", *args]
+    if args[:1] == ("-n",) and not _root_is_mounted():
+        argv = [*ns_exec(args[1]), "ip", *args[2:]]
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if check and r.returncode != 0:
         raise CommandError(r.returncode, ["ip", *args], r.stdout, r.stderr)
     return r
