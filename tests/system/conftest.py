@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -48,6 +49,37 @@ def pytest_configure(config):
 def build_dir():
     """The Meson build folder: env SLIP_BUILD, default <repo>/build."""
     return pathlib.Path(os.environ.get("SLIP_BUILD", REPO / "build")).resolve()
+
+
+@pytest.fixture(scope="session")
+def nobody_bin(build_dir):
+    """nobody_bin("slipstream") -> a copy of build_dir/slipstream that user nobody can run, at the
+    same place relative to the library as in the build (the CLI finds libslipstream.so beside
+    itself). A checkout in root's 0700 home is out of nobody's reach; the tests that run the
+    build as nobody (missing-privilege checks) run these copies."""
+    top = pathlib.Path(tempfile.mkdtemp(prefix="slip-nobody-build-"))    # pytest's own tmp is 0700
+    done = set()
+
+    def copy(rel):
+        dst = top / rel
+        if rel not in done:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(build_dir / rel, dst)
+            done.add(rel)
+        for d in [dst.parent, *dst.parent.parents]:
+            if d == top.parent:
+                break
+            d.chmod(0o755)
+        return dst
+
+    def find(name):
+        if not (build_dir / name).is_file():
+            pytest.skip(f"not built: run make ({build_dir / name} is missing)")
+        if name == "slipstream":
+            copy("src/preload/libslipstream.so")
+        return copy(name)
+    yield find
+    shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -79,10 +79,10 @@ def test_missing_argument_exit_2(tb, doctor):
     assert r.returncode == 2 and "--iface" in r.stderr
 
 
-def test_unprivileged_reports_missing_capabilities(tb, doctor):
+def test_unprivileged_reports_missing_capabilities(tb, nobody_bin):
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv (util-linux) to drop privileges")
-    r = run_doctor(tb.host("b"), doctor, "--iface", "veth0", prefix=SETPRIV)
+    r = run_doctor(tb.host("b"), str(nobody_bin("slipstream")), "--iface", "veth0", prefix=SETPRIV)
     out = lines(r)
     assert r.returncode == 1, r.stdout + r.stderr
     fails = "\n".join(l for l in out if l.startswith("FAIL"))

@@ -240,13 +240,13 @@ def test_teardown_leaves_no_program_link_or_map(testbed, echo_exe, sig):
           check=True)
 
 
-def test_bad_input_gives_one_clear_line(testbed, echo_exe):
+def test_bad_input_gives_one_clear_line(testbed, echo_exe, nobody_bin):
     b = testbed.host("b")
 
-    def run(args, env=None, pre=()):
+    def run(args, env=None, pre=(), exe=echo_exe):
         e = dict(os.environ)
         e.update(env or {})
-        r = b.run([*pre, str(echo_exe), *args], env=e, timeout=30)
+        r = b.run([*pre, str(exe), *args], env=e, timeout=30)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         return r.returncode, lines
 
@@ -267,7 +267,8 @@ def test_bad_input_gives_one_clear_line(testbed, echo_exe):
 
     # Missing privileges.
     rc, lines = run(["--iface", "veth0"], pre=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                               "--inh-caps=-all", "--bounding-set=-all"])
+                                               "--inh-caps=-all", "--bounding-set=-all"],
+                    exe=nobody_bin("tests/prog/udp_echo"))   # the checkout may be out of nobody's reach
     assert rc == 1 and len(lines) == 1 and "CAP_" in lines[0], lines
 
 
