@@ -1,6 +1,7 @@
-/* XDP steering program: claims the IPv4 TCP/UDP flows the user-space stack owns (map slip_owned)
- * and redirects them to the AF_XDP socket of the receiving queue; every other frame, and every
- * frame it cannot parse, goes to the kernel untouched (XDP_PASS). Never drops. */
+/* XDP steering program: claims the IPv4 TCP/UDP flows the user-space stacks own (map slip_owned)
+ * and redirects each to the AF_XDP socket of its owning stack on the receiving queue; every
+ * other frame, and every frame it cannot parse, goes to the kernel untouched (XDP_PASS). Never
+ * drops. */
 #include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -16,7 +17,7 @@
 /* Map names carry the slip_ prefix so `bpftool map show` finds them without ambiguity. */
 struct {
     __uint(type, BPF_MAP_TYPE_XSKMAP);
-    __uint(max_entries, STEER_MAX_QUEUES);
+    __uint(max_entries, STEER_XSK_SLOTS);
     __type(key, __u32);
     __type(value, __u32);
 } slip_xsks SEC(".maps");
@@ -28,14 +29,14 @@ struct {
     __type(value, struct steer_val);
 } slip_owned SEC(".maps");
 
-/* Value: the outcome counter of the datagram's first fragment, so later fragments follow it
- * (to the socket, or to the kernel when the first one went there). LRU: a datagram whose last
- * fragment never comes must not pin an entry forever. */
+/* Value: the outcome counter of the datagram's first fragment and its stack, so later fragments
+ * follow it (to the same stack's socket, or to the kernel when the first one went there). LRU:
+ * a datagram whose last fragment never comes must not pin an entry forever. */
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, STEER_MAX_FRAGS);
     __type(key, struct steer_frag_key);
-    __type(value, __u8);
+    __type(value, struct steer_frag_val);
 } slip_frags SEC(".maps");
 
 /* Every frame counts RX and exactly one outcome: REDIRECTED, PASSED, MALFORMED, NO_XSK or MULTIBUF,
@@ -106,27 +107,36 @@ struct flow {
     __u8 proto;
 };
 
-static __always_inline bool owned_lookup(__u32 laddr, __u32 raddr, __u16 lport, __u16 rport, __u8 proto)
+/* The index of the stack that owns the flow, or -1 when none does. */
+static __always_inline int owned_lookup(__u32 laddr, __u32 raddr, __u16 lport, __u16 rport, __u8 proto)
 {
     struct steer_key k = {
         .laddr = laddr, .raddr = raddr, .lport = lport, .rport = rport, .proto = proto,
     };
+    struct steer_val *v;
 
     /* Most specific first: a connected socket, then a socket bound to this address, then a
      * socket bound to every address (see bpf/steer.h). */
-    if (bpf_map_lookup_elem(&slip_owned, &k))
-        return true;
-    k.raddr = 0;
-    k.rport = 0;
-    if (bpf_map_lookup_elem(&slip_owned, &k))
-        return true;
-    k.laddr = 0;
-    return bpf_map_lookup_elem(&slip_owned, &k) != NULL;
+    v = bpf_map_lookup_elem(&slip_owned, &k);
+    if (!v) {
+        k.raddr = 0;
+        k.rport = 0;
+        v = bpf_map_lookup_elem(&slip_owned, &k);
+    }
+    if (!v) {
+        k.laddr = 0;
+        v = bpf_map_lookup_elem(&slip_owned, &k);
+    }
+    if (!v)
+        return -1;
+    /* A value out of range names no socket: the frame goes to the kernel (NO_XSK). */
+    return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
 }
 
-/* Hands an owned frame to the queue's AF_XDP socket. Returns the verdict and stores the outcome
- * counter in *outcome (REDIRECTED, NO_XSK or MULTIBUF) so fragments can follow their first. */
-static __always_inline int deliver(struct xdp_md *ctx, __u8 *outcome)
+/* Hands an owned frame to the AF_XDP socket of stack `stack` on the receiving queue. Returns the
+ * verdict and stores the outcome counter in *outcome (REDIRECTED, NO_XSK or MULTIBUF) so
+ * fragments can follow their first. */
+static __always_inline int deliver(struct xdp_md *ctx, __u32 stack, __u8 *outcome)
 {
     __u32 q = ctx->rx_queue_index;
     __u32 linear = ctx->data_end - ctx->data;
@@ -137,6 +147,11 @@ static __always_inline int deliver(struct xdp_md *ctx, __u8 *outcome)
         *outcome = STEER_C_MULTIBUF;
         return pass(STEER_C_MULTIBUF);
     }
+    if (q >= STEER_MAX_QUEUES || stack >= STEER_MAX_STACKS) {
+        *outcome = STEER_C_NO_XSK;
+        return pass(STEER_C_NO_XSK);
+    }
+    q += stack * STEER_MAX_QUEUES;
     if (!bpf_map_lookup_elem(&slip_xsks, &q)) {
         *outcome = STEER_C_NO_XSK;
         return pass(STEER_C_NO_XSK);
@@ -197,6 +212,7 @@ static __always_inline int icmp_error(struct xdp_md *ctx, struct cursor *c)
     struct iphdr *inner;
     __u16 lport, rport;
     __u8 outcome;
+    int stack;
 
     if (!ich)
         return pass(STEER_C_MALFORMED);
@@ -221,10 +237,11 @@ static __always_inline int icmp_error(struct xdp_md *ctx, struct cursor *c)
         return pass(STEER_C_MALFORMED);
     lport = ports[0];
     rport = ports[1];
-    if (!owned_lookup(inner->saddr, inner->daddr, lport, rport, inner->protocol))
+    stack = owned_lookup(inner->saddr, inner->daddr, lport, rport, inner->protocol);
+    if (stack < 0)
         return pass(STEER_C_PASSED);
     count(STEER_C_ICMP_ERR);
-    return deliver(ctx, &outcome);
+    return deliver(ctx, stack, &outcome);
 }
 
 /* A fragment with a non-zero offset has no transport header: it follows the first fragment of its
@@ -235,19 +252,21 @@ static __always_inline int later_fragment(struct xdp_md *ctx, struct iphdr *iph)
         .saddr = iph->saddr, .daddr = iph->daddr, .id = iph->id, .proto = iph->protocol,
     };
     bool last = !(iph->frag_off & bpf_htons(IP_MF));
-    __u8 *first = bpf_map_lookup_elem(&slip_frags, &fk);
+    struct steer_frag_val *first = bpf_map_lookup_elem(&slip_frags, &fk);
     __u8 how, outcome;
+    __u32 stack;
 
     if (!first)
         return pass(STEER_C_PASSED);
-    how = *first;
+    how = first->outcome;
+    stack = first->stack;
     if (last)
         bpf_map_delete_elem(&slip_frags, &fk);
     count(STEER_C_FRAG);
     /* The first fragment went to the kernel: the rest must join it there to reassemble. */
     if (how != STEER_C_REDIRECTED)
         return pass(how == STEER_C_MULTIBUF ? STEER_C_MULTIBUF : STEER_C_NO_XSK);
-    return deliver(ctx, &outcome);
+    return deliver(ctx, stack, &outcome);
 }
 
 SEC("xdp.frags")
@@ -261,7 +280,7 @@ int slip_steer(struct xdp_md *ctx)
     bool first_frag;
     __u16 ip_id;
     __u8 outcome;
-    int verdict;
+    int verdict, stack;
 
     count(STEER_C_RX);
     eth = cur_pull(&c, sizeof(*eth));
@@ -291,17 +310,20 @@ int slip_steer(struct xdp_md *ctx)
     if (parse_ports(&c, f.proto, &f.sport, &f.dport))
         return pass(STEER_C_MALFORMED);
     /* Seen from the stack: the destination is the local side. */
-    if (!owned_lookup(f.daddr, f.saddr, f.dport, f.sport, f.proto))
+    stack = owned_lookup(f.daddr, f.saddr, f.dport, f.sport, f.proto);
+    if (stack < 0)
         return pass(STEER_C_PASSED);
 
-    verdict = deliver(ctx, &outcome);
+    verdict = deliver(ctx, stack, &outcome);
     if (first_frag) {
         /* First fragment of an owned datagram: remember where it went for the rest. */
         struct steer_frag_key fk = {
             .saddr = f.saddr, .daddr = f.daddr, .id = ip_id, .proto = f.proto,
         };
 
-        bpf_map_update_elem(&slip_frags, &fk, &outcome, BPF_ANY);
+        struct steer_frag_val fv = { .outcome = outcome, .stack = stack };
+
+        bpf_map_update_elem(&slip_frags, &fk, &fv, BPF_ANY);
         count(STEER_C_FRAG);
     }
     return verdict;

@@ -6,6 +6,10 @@
 #include <linux/types.h>
 
 #define STEER_MAX_QUEUES   64
+/* Stacks that may share one interface (each with its own AF_XDP socket per queue, all on one
+ * UMEM): the socket of stack k for queue q sits at k * STEER_MAX_QUEUES + q in the socket map. */
+#define STEER_MAX_STACKS   16
+#define STEER_XSK_SLOTS    (STEER_MAX_QUEUES * STEER_MAX_STACKS)
 #define STEER_MAX_FLOWS    65536
 #define STEER_MAX_FRAGS    1024
 
@@ -22,8 +26,9 @@ struct steer_key {
 };
 
 struct steer_val {
-    __u32 stack_id;             /* who owns it, for tools */
-    __u32 flags;
+    __u16 stack;                /* index of the owning stack: picks its socket (< STEER_MAX_STACKS) */
+    __u16 flags;
+    __u32 pid;                  /* the process that claimed it, for tools */
 };
 
 /* Per-CPU counters, indices into the `counters` array map. */
@@ -37,6 +42,14 @@ enum steer_counter {
     STEER_C_ICMP_ERR,           /* ICMP errors quoting an owned flow, redirected */
     STEER_C_MULTIBUF,           /* multi-buffer frames of owned flows: passed (socket lacks SG) */
     STEER_C__MAX
+};
+
+/* Value of the fragment map: where the datagram's first fragment went (its outcome counter)
+ * and, when it reached a socket, which stack's. */
+struct steer_frag_val {
+    __u8 outcome;
+    __u8 pad;
+    __u16 stack;
 };
 
 /* Key of the fragment map: a datagram whose first fragment matched an owned flow. */

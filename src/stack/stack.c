@@ -552,7 +552,7 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
             rc = xsk_port__create(&f->ports[q], s->umem, &pc, err, errlen);
             if (rc < 0)
                 goto fail;
-            rc = steer__set_xsk(f->steer, q, xsk_port__fd(f->ports[q]));
+            rc = steer__set_xsk(f->steer, 0, q, xsk_port__fd(f->ports[q]));
             if (rc < 0) {
                 snprintf(err, errlen, "cannot register the AF_XDP socket of %s queue %u: %s", f->name, q, strerror(-rc));
                 goto fail;
@@ -724,7 +724,7 @@ static void steer_tcp_key(struct steer_key *k, const struct tcp_res *r)
 static int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
 {
     struct steer_key k;
-    struct steer_val v = { .stack_id = (uint32_t)g_pid };
+    struct steer_val v = { .stack = 0, .pid = (uint32_t)g_pid };
     int rc = 0;
     steer_tcp_key(&k, r);
     for (unsigned i = 0; i < s->nifs && rc == 0; i++)
@@ -1559,7 +1559,7 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
     int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
     if (rc == 0) {
         struct steer_key k;
-        struct steer_val v = { .stack_id = (uint32_t)g_pid };
+        struct steer_val v = { .stack = 0, .pid = (uint32_t)g_pid };
         steer_key(&k, addr, port);
         for (unsigned i = 0; i < s->nifs && rc == 0; i++)
             rc = steer__add(s->ifs[i].steer, &k, &v);

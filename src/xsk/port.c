@@ -67,6 +67,14 @@ struct xsk_port {
     struct xsk_ring_prod *fill;     /* &own_fill, or the UMEM's rings for the first port */
     struct xsk_ring_cons *comp;
     bool uses_umem_rings;
+    /* The fill and completion rings are the queue's, shared with the sockets of other stacks
+     * (XDP_SHARED_UMEM on one queue), each with its own cached indices: reload them before
+     * every use (the caller serialises users of one queue, see xsk_port.h). */
+    bool shared_rings;
+    /* Rings this process mapped by hand (adopted or joined ports; libxdp unmaps its own). The
+     * mappings hold the socket open: destroy unmaps them so close() really releases it. */
+    void *maps[4];
+    size_t map_len[4];
     int fd;
     int ifindex;
     uint32_t queue;
@@ -311,9 +319,14 @@ static int set_busy_poll(struct xsk_port *p, const struct xsk_port_config *cfg, 
  * kernel consumes fill entries; a quarter-ring batch keeps 3/4 of the ring posted and moves that
  * line once per ring/4 frames. Asking libxdp for at least that much room also means the
  * kernel's consumer index is only read when the cached view falls short. */
+static void resync_cons(struct xsk_ring_cons *r);
+static void resync_prod(struct xsk_ring_prod *r);
+
 static void port_refill(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
+    if (p->shared_rings)
+        resync_prod(p->fill);
     uint32_t want = SLIP_MAX(p->fill->size / 4, 1u);
     uint32_t room = xsk_prod_nb_free(p->fill, want);
     if (room < want)
@@ -482,10 +495,14 @@ void xsk_port__destroy(struct xsk_port *p)
             *pp = p->next;
             break;
         }
-    if (p->xsk)
+    if (p->xsk) {
         xsk_socket__delete(p->xsk);
-    else
-        close(p->fd);       /* adopted: the mappings go with the process */
+    } else {
+        for (int i = 0; i < 4; i++)
+            if (p->maps[i])
+                munmap(p->maps[i], p->map_len[i]);
+        close(p->fd);
+    }
     free(p);
 }
 
@@ -548,6 +565,8 @@ void xsk_port__complete(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
     uint64_t addrs[256];
+    if (p->shared_rings)
+        resync_cons(p->comp);
     for (;;) {
         uint32_t idx;
         uint32_t n = xsk_ring_cons__peek(p->comp, SLIP_ARRAY_SIZE(addrs), &idx);
@@ -706,40 +725,35 @@ static void *map_ring(int fd, uint64_t pgoff, uint64_t desc_off, size_t entries,
         (r)->size = (n);                                                \
     } while (0)
 
-int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int ifindex, uint32_t queue,
-                    uint32_t ring_size, uint32_t burst)
+/* Maps the four rings of a bound socket (its RX and TX rings, and the fill and completion rings
+ * of the pool it is bound to) into p, and reads their indices from the shared ones. */
+static int port_map(struct xsk_port *p, int fd, uint32_t ring_size, uint32_t fq_size)
 {
     struct xdp_mmap_offsets off;
     socklen_t optlen = sizeof(off);
     if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &optlen) < 0)
         return -errno;
-    struct xsk_port *p = calloc(1, sizeof(*p));
-    if (!p)
-        return -ENOMEM;
     size_t lrx, ltx, lfr, lcr;
     void *mrx = map_ring(fd, XDP_PGOFF_RX_RING, off.rx.desc, ring_size, sizeof(struct xdp_desc), &lrx);
     void *mtx = map_ring(fd, XDP_PGOFF_TX_RING, off.tx.desc, ring_size, sizeof(struct xdp_desc), &ltx);
-    void *mfr = map_ring(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr.desc, ring_size, sizeof(uint64_t), &lfr);
-    void *mcr = map_ring(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr.desc, ring_size, sizeof(uint64_t), &lcr);
+    void *mfr = map_ring(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr.desc, fq_size, sizeof(uint64_t), &lfr);
+    void *mcr = map_ring(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr.desc, fq_size, sizeof(uint64_t), &lcr);
     if (!mrx || !mtx || !mfr || !mcr) {
         int e = errno;
         if (mrx) munmap(mrx, lrx);
         if (mtx) munmap(mtx, ltx);
         if (mfr) munmap(mfr, lfr);
         if (mcr) munmap(mcr, lcr);
-        free(p);
         return -e;
     }
-    p->u = u;
-    p->fd = fd;
-    p->ifindex = ifindex;
-    p->queue = queue;
-    p->burst = burst ? burst : XSK_BURST_DEFAULT;
-    p->kick_max = SLIP_MAX(XSK_KICK_MIN, ring_size / XSK_COPY_TX_BATCH + 2);
     RING_FIELDS(&p->rx, mrx, off.rx, ring_size);
     RING_FIELDS(&p->tx, mtx, off.tx, ring_size);
-    RING_FIELDS(&p->own_fill, mfr, off.fr, ring_size);
-    RING_FIELDS(&p->own_comp, mcr, off.cr, ring_size);
+    RING_FIELDS(&p->own_fill, mfr, off.fr, fq_size);
+    RING_FIELDS(&p->own_comp, mcr, off.cr, fq_size);
+    void *m[4] = { mrx, mtx, mfr, mcr };
+    size_t l[4] = { lrx, ltx, lfr, lcr };
+    memcpy(p->maps, m, sizeof(m));
+    memcpy(p->map_len, l, sizeof(l));
     p->fill = &p->own_fill;
     p->comp = &p->own_comp;
     p->uses_umem_rings = false;
@@ -748,8 +762,96 @@ int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int 
     if (!getsockopt(fd, SOL_XDP, XDP_OPTIONS, &opts, &optlen))
         p->zerocopy = opts.flags & XDP_OPTIONS_ZEROCOPY;
     xsk_port__resync(p);
+    return 0;
+}
+
+int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int ifindex, uint32_t queue,
+                    uint32_t ring_size, uint32_t burst)
+{
+    struct xsk_port *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    int rc = port_map(p, fd, ring_size, ring_size);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p->u = u;
+    p->fd = fd;
+    p->ifindex = ifindex;
+    p->queue = queue;
+    p->burst = burst ? burst : XSK_BURST_DEFAULT;
+    p->kick_max = SLIP_MAX(XSK_KICK_MIN, ring_size / XSK_COPY_TX_BATCH + 2);
     p->next = u->ports;
     u->ports = p;
+    *out = p;
+    return 0;
+}
+
+int xsk_port__join(struct xsk_port **out, struct xsk_umem_area *u, int share_fd, const struct xsk_port_config *cfg,
+                   char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!u || !cfg || !cfg->ifname || !is_pow2(cfg->rx_size) || cfg->rx_size != cfg->tx_size) {
+        snprintf(err, errlen, "xsk_port__join: bad configuration (equal power-of-two rx and tx sizes)");
+        return -EINVAL;
+    }
+    int ifindex = (int)if_nametoindex(cfg->ifname);
+    if (!ifindex) {
+        snprintf(err, errlen, "interface %s does not exist in this network namespace", cfg->ifname);
+        return -ENODEV;
+    }
+    int fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "AF_XDP socket: %s", strerror(e));
+        return -e;
+    }
+    struct xsk_port *p = calloc(1, sizeof(*p));
+    int rc = p ? 0 : -ENOMEM;
+    uint32_t rs = cfg->rx_size;
+    if (!rc && (setsockopt(fd, SOL_XDP, XDP_RX_RING, &rs, sizeof(rs)) < 0 ||
+                setsockopt(fd, SOL_XDP, XDP_TX_RING, &rs, sizeof(rs)) < 0))
+        rc = -errno;
+    /* The kernel takes the UMEM, its pool and so the queue's fill and completion rings from
+     * share_fd's socket: any socket bound to this (device, queue) on the UMEM will do. Flags
+     * are the pool's (copy or zero-copy, need_wakeup): the bind may not name any. */
+    struct sockaddr_xdp sx = {
+        .sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)ifindex, .sxdp_queue_id = cfg->queue_id,
+        .sxdp_flags = XDP_SHARED_UMEM, .sxdp_shared_umem_fd = (uint32_t)share_fd,
+    };
+    if (!rc && bind(fd, (struct sockaddr *)&sx, sizeof(sx)) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot bind a second AF_XDP socket to %s queue %u on the shared UMEM: %s",
+                 cfg->ifname, cfg->queue_id, strerror(-rc));
+    } else if (!rc && (rc = port_map(p, fd, rs, u->cfg.fill_size)) < 0) {
+        snprintf(err, errlen, "cannot map the rings of the AF_XDP socket on %s queue %u: %s", cfg->ifname,
+                 cfg->queue_id, strerror(-rc));
+    } else if (rc) {
+        snprintf(err, errlen, "AF_XDP ring setup on %s queue %u: %s", cfg->ifname, cfg->queue_id, strerror(-rc));
+    }
+    if (rc) {
+        free(p);
+        close(fd);
+        return rc;
+    }
+    p->u = u;
+    p->fd = fd;
+    p->ifindex = ifindex;
+    p->queue = cfg->queue_id;
+    p->shared_rings = true;
+    p->burst = cfg->burst ? cfg->burst : XSK_BURST_DEFAULT;
+    p->need_wakeup = cfg->need_wakeup;
+    p->kick_max = SLIP_MAX(XSK_KICK_MIN, rs / XSK_COPY_TX_BATCH + 2);
+    snprintf(p->ifname, sizeof(p->ifname), "%s", cfg->ifname);
+    /* The first port on this queue in this process keeps its own copies of the shared rings'
+     * indices: from now on both reload them before use. */
+    for (struct xsk_port *q = u->ports; q; q = q->next)
+        if (q->ifindex == ifindex && q->queue == cfg->queue_id)
+            q->shared_rings = true;
+    p->next = u->ports;
+    u->ports = p;
+    port_refill(p);
     *out = p;
     return 0;
 }

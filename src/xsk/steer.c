@@ -322,20 +322,22 @@ bool steer__native(const struct steer *s)
     return s->native;
 }
 
-int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd)
+int steer__set_xsk(struct steer *s, uint32_t stack, uint32_t queue_id, int xsk_fd)
 {
-    if (queue_id >= STEER_MAX_QUEUES)
+    if (queue_id >= STEER_MAX_QUEUES || stack >= STEER_MAX_STACKS)
         return -EINVAL;
-    return bpf_map_update_elem(s->fd_xsks, &queue_id, &xsk_fd, BPF_ANY);
+    uint32_t k = stack * STEER_MAX_QUEUES + queue_id;
+    return bpf_map_update_elem(s->fd_xsks, &k, &xsk_fd, BPF_ANY);
 }
 
-int steer__clear_xsk(struct steer *s, uint32_t queue_id)
+int steer__clear_xsk(struct steer *s, uint32_t stack, uint32_t queue_id)
 {
     int rc;
 
-    if (queue_id >= STEER_MAX_QUEUES)
+    if (queue_id >= STEER_MAX_QUEUES || stack >= STEER_MAX_STACKS)
         return -EINVAL;
-    rc = bpf_map_delete_elem(s->fd_xsks, &queue_id);
+    uint32_t k = stack * STEER_MAX_QUEUES + queue_id;
+    rc = bpf_map_delete_elem(s->fd_xsks, &k);
     /* Clearing an empty slot is not an error: the caller wants it empty. */
     return rc == -ENOENT ? 0 : rc;
 }

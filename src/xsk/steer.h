@@ -28,8 +28,10 @@ void steer__export(const struct steer *s, int fds[4]);
 int steer__adopt(struct steer **out, int ifindex, const int fds[4]);
 int steer__ifindex(const struct steer *s);
 bool steer__native(const struct steer *s);
-int steer__set_xsk(struct steer *s, uint32_t queue_id, int xsk_fd);
-int steer__clear_xsk(struct steer *s, uint32_t queue_id);
+/* The AF_XDP socket of stack `stack` (its index among the stacks sharing the interface, <
+ * STEER_MAX_STACKS) for one queue: flows whose owned-map value names that stack go to it. */
+int steer__set_xsk(struct steer *s, uint32_t stack, uint32_t queue_id, int xsk_fd);
+int steer__clear_xsk(struct steer *s, uint32_t stack, uint32_t queue_id);
 int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v);
 int steer__del(struct steer *s, const struct steer_key *k);
 /* Sums the per-CPU counters into out[STEER_C__MAX]. */

@@ -109,5 +109,13 @@ int xsk_umem_area__adopt(struct xsk_umem_area **out, void *mem, const struct xsk
                          struct xsk_frame_pool *pool);
 int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int ifindex, uint32_t queue,
                     uint32_t ring_size, uint32_t burst);
+/* Another stack's socket on a queue that already has one on this UMEM (XDP_SHARED_UMEM):
+ * share_fd is any socket bound to that (device, queue) on the UMEM, possibly another process's.
+ * The new socket has its own RX and TX rings (so the XDP program can send a flow to it alone)
+ * and shares the queue's fill and completion rings with every other socket there: whoever uses
+ * those must hold the queue's lock (one user at a time), and each port reloads the rings'
+ * indices before it touches them. cfg->mode is ignored: the queue's first bind chose it. */
+int xsk_port__join(struct xsk_port **out, struct xsk_umem_area *u, int share_fd, const struct xsk_port_config *cfg,
+                   char *err, size_t errlen);
 
 #endif

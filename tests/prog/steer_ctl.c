@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < nkeys; i++) {
-        struct steer_val v = { .stack_id = (uint32_t)getpid() };
+        struct steer_val v = { .stack = 0, .pid = (uint32_t)getpid() };
 
         rc = steer__add(s, &keys[i], &v);
         if (rc) {

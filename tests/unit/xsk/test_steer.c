@@ -179,11 +179,16 @@ static struct steer_key key(uint8_t proto, const char *laddr, const char *raddr,
     return k;
 }
 
-static void own(struct steer_key k)
+static void own_by(struct steer_key k, uint16_t stack)
 {
-    struct steer_val v = { .stack_id = 7 };
+    struct steer_val v = { .stack = stack, .pid = 7 };
 
     CHECK(bpf_map__update_elem(skel->maps.slip_owned, &k, sizeof(k), &v, sizeof(v), BPF_ANY), ==, 0);
+}
+
+static void own(struct steer_key k)
+{
+    own_by(k, 0);
 }
 
 static void disown(struct steer_key k)
@@ -464,9 +469,9 @@ TEST(test_fragments_of_owned_datagram)
     CHECK(n, ==, 64u);
     /* The datagram is remembered with the first fragment's outcome. */
     struct steer_frag_key fk = { .saddr = s.saddr, .daddr = s.daddr, .id = htons(0x4242), .proto = IPPROTO_UDP };
-    uint8_t how = 0;
+    struct steer_frag_val how = { 0 };
     CHECK(bpf_map__lookup_elem(skel->maps.slip_frags, &fk, sizeof(fk), &how, sizeof(how), 0), ==, 0);
-    CHECK(how, ==, STEER_C_NO_XSK);
+    CHECK(how.outcome, ==, STEER_C_NO_XSK);
 
     /* Middle fragment (offset 48 = 6 units, MF): follows the first and keeps the entry. */
     s.frag = IP_MF | 6;
@@ -517,6 +522,65 @@ TEST(test_fragments_follow_redirect)
     CHECK(r.d[STEER_C_FRAG], ==, 1);
     disown(k);
     CHECK(bpf_map__delete_elem(skel->maps.slip_xsks, &q, sizeof(q), 0), ==, 0);
+    close(xsk);
+}
+
+/* Several stacks on one interface: each owned flow goes to the socket of the stack its map
+ * value names (slot stack * STEER_MAX_QUEUES + queue), never to another stack's socket; a
+ * stack with no socket on the queue gets nothing (the kernel does), nor does an index out of
+ * range. Fragments follow their first fragment to the same stack. */
+TEST(test_flows_go_to_their_stack)
+{
+    struct steer_key k3 = key(IPPROTO_UDP, NULL, NULL, 9400, 0);
+    struct steer_key k0 = key(IPPROTO_UDP, NULL, NULL, 9401, 0);
+    struct steer_key kbad = key(IPPROTO_UDP, NULL, NULL, 9402, 0);
+    static uint8_t l4[64];
+    uint32_t slot = 3 * STEER_MAX_QUEUES + 0;
+    struct frame f;
+    int xsk = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+
+    CHECK(xsk, >=, 0);
+    if (xsk < 0)
+        return;
+    CHECK(bpf_map__update_elem(skel->maps.slip_xsks, &slot, sizeof(slot), &xsk, sizeof(xsk), BPF_ANY), ==, 0);
+    own_by(k3, 3);
+    own_by(k0, 0);
+    own_by(kbad, STEER_MAX_STACKS);
+
+    build_l4(&f, IPPROTO_UDP, 5555, 9400, 0);
+    struct result r = run(f.b, f.len);
+    check_outcome(&r, XDP_REDIRECT, STEER_C_REDIRECTED);
+    /* Stack 0 has no socket on queue 0 (stack 3's is not its). */
+    build_l4(&f, IPPROTO_UDP, 5555, 9401, 0);
+    r = run(f.b, f.len);
+    check_outcome(&r, XDP_PASS, STEER_C_NO_XSK);
+    build_l4(&f, IPPROTO_UDP, 5555, 9402, 0);
+    r = run(f.b, f.len);
+    check_outcome(&r, XDP_PASS, STEER_C_NO_XSK);
+
+    /* A fragmented datagram of stack 3's flow: the first fragment records the stack ... */
+    udp_hdr(l4, 5555, 9400, 56);
+    struct ip_spec s = { .saddr = ip4(REMOTE), .daddr = ip4(LOCAL), .proto = IPPROTO_UDP, .id = 0x78,
+                         .frag = IP_MF };
+    build_ip(&f, &s, l4, 48);
+    r = run(f.b, f.len);
+    check_outcome(&r, XDP_REDIRECT, STEER_C_REDIRECTED);
+    struct steer_frag_key fk = { .saddr = s.saddr, .daddr = s.daddr, .id = htons(0x78), .proto = IPPROTO_UDP };
+    struct steer_frag_val how = { 0 };
+    CHECK(bpf_map__lookup_elem(skel->maps.slip_frags, &fk, sizeof(fk), &how, sizeof(how), 0), ==, 0);
+    CHECK(how.stack, ==, 3);
+    /* ... and the next one follows it there even after the flow changed hands. */
+    disown(k3);
+    own_by(k3, 0);
+    s.frag = 6;
+    build_ip(&f, &s, l4 + 48, 16);
+    r = run(f.b, f.len);
+    check_outcome(&r, XDP_REDIRECT, STEER_C_REDIRECTED);
+
+    disown(k3);
+    disown(k0);
+    disown(kbad);
+    CHECK(bpf_map__delete_elem(skel->maps.slip_xsks, &slot, sizeof(slot), 0), ==, 0);
     close(xsk);
 }
 
