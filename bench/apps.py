@@ -29,7 +29,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROUNDS = 2
 PORT_BASE = 7000
-ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3"]
+ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3", "neighbour"]
 
 
 def _load_tcp():
@@ -344,6 +344,50 @@ class Apps:
                         break
         finally:
             self.stop(srv)
+        return out
+
+    # -- neighbour: redis with nginx beside it on the same interface ----------------------------
+    def neighbour(self, cfg, n):
+        """redis-benchmark SET against redis alone, with an idle nginx started beside it, and
+        after that nginx served a 20 MB file (issue 13: programs sharing a stack disturbed each
+        other). Same configuration for both servers; the client on the kernel."""
+        rport, nport = self.next_port(), self.next_port()
+        redis = self.start(self.server_cfg(cfg), ["redis-server", "--bind", self.b.addr, "--port", str(rport),
+                                "--save", "", "--appendonly", "no", "--protected-mode", "no",
+                                "--daemonize", "no", "--dir", self.tmp], rport)
+        conf = self.nginx_conf(nport)
+        big = conf.parent / "www" / "big.bin"
+        big.write_bytes(os.urandom(20 * 1000 * 1000))
+        os.chmod(big, 0o644)
+        nginx = None
+        out = {}
+        cmd = ["redis-benchmark", "-h", self.b.addr, "-p", str(rport), "-n", str(n), "-t", "set", "-c", "16"]
+
+        def one(label):
+            try:
+                (text, _), cpu, allcpu, mach = self.measured(redis, lambda: self.client(cmd, timeout=300))
+                m = re.search(r"throughput summary: ([\d.]+) requests per second", text)
+                pct = [(float(a), float(b)) for a, b in re.findall(
+                    r"([\d.]+)% <= ([\d.]+) milliseconds \(cumulative", text.split("Cumulative distribution")[0])]
+                if not m or not pct:
+                    raise RuntimeError(f"no result in redis-benchmark output: {one_line(text[-300:])}")
+                p99 = next(b for a, b in pct if a >= 99.0)
+                out[label] = {"rps": float(m.group(1)), "p99": p99 * 1000, "cpu_per_k": cpu / (n / 1000)}
+            except Exception as e:  # noqa: BLE001
+                out[label] = RuntimeError(one_line(e))
+        try:
+            one("alone")
+            nginx = self.start(self.server_cfg(cfg), ["nginx", "-c", str(conf)], nport)
+            one("idle")
+            r = self.a.run(["curl", "-s", "-o", "/dev/null", "-w", "%{size_download}",
+                            f"http://{self.b.addr}:{nport}/big.bin"], timeout=120)
+            if r.stdout.strip() != str(20 * 1000 * 1000):
+                raise RuntimeError(f"the 20 MB download failed: {one_line(r.stdout + r.stderr)}")
+            one("after")
+        finally:
+            if nginx:
+                self.stop(nginx)
+            self.stop(redis)
         return out
 
     # -- memcached -------------------------------------------------------------------------------
@@ -683,10 +727,29 @@ def plot(plots, results_dir):
         if done else []
 
 
+def run_neighbour(apps, out, plots):
+    n = 20000 if apps.quick else 100000
+    res = alternate(["kernel", "slip"], lambda c: apps.neighbour(c, n), "neighbour")
+    rows = []
+    for sub, what in (("alone", "redis alone"), ("idle", "beside an idle nginx"),
+                      ("after", "after that nginx served 20 MB")):
+        s = split(res, sub)
+        rows += [(f"{what}: SET/s", s, "rps", True, 0), (f"{what}: p99 µs", s, "p99", False, 0),
+                 (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4)]
+    out.append(table("redis with nginx beside it (both servers on the kernel, or both under slipstream run)",
+                     KS, rows))
+    out.append(f"- `redis-benchmark -h 198.18.0.2 -p PORT -n {n} -t set -c 16` in a (kernel) against "
+               f"`redis-server` in b; then `nginx -c bench/apps/nginx.conf.in` started beside it (idle), then "
+               f"`curl` of a 20 MB file from that nginx. slipstream: both servers under `slipstream run "
+               f"--iface veth0` (they share one stack today; issue 13). Compare each slipstream row with "
+               f"its own alone row for the neighbour's cost.\n")
+
+
 RUNNERS = {"nginx": run_nginx, "sockperf": run_sockperf, "redis": run_redis,
-           "memcached": run_memcached, "iperf3": run_iperf3}
+           "memcached": run_memcached, "iperf3": run_iperf3, "neighbour": run_neighbour}
 PROGRAMS = {"nginx": ["nginx", "wrk"], "sockperf": ["sockperf"], "redis": ["redis-server", "redis-benchmark"],
-            "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"]}
+            "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"],
+            "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl"]}
 
 
 def command_line(repo, prefix):

@@ -231,7 +231,9 @@ static void *progress_main(void *arg)
             struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
             int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX), k = 0;
             for (int i = 0; i < n; i++)
-                if (fds[i] != slip_stack__doorbell_fd(s))    /* our own doorbell would wake us */
+                /* Our own doorbell would wake us, and the bell other processes ring is for the
+                 * application's sleepers (who drain it). */
+                if (fds[i] != slip_stack__doorbell_fd(s) && fds[i] != slip_stack__peer_bell_fd(s))
                     pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
             if (g_share_fd >= 0)
                 pf[k++] = (struct pollfd){ .fd = g_share_fd, .events = POLLIN };

@@ -15,6 +15,7 @@
 
 #define WAKE_MARK 0x736c6970776b7570ull   /* epoll data of the stack's wake fds */
 #define BELL_MARK 0x736c697062656c6cull   /* ... and of its doorbell (edge-triggered) */
+#define PEER_MARK 0x736c697070656572ull   /* ... and of the bell other processes ring (stack.h) */
 #define MAX_WAKE SLIP_WAIT_FDS_MAX
 
 int preload_sleep_ms(struct slip_stack *s, int timeout_ms)
@@ -345,8 +346,9 @@ static void add_wake_fds(int epfd, struct uepoll *ep)
          * reads it here, so no thread can take a ring meant for another (a level-triggered
          * doorbell had to be drained, and the drain of one sleeper lost another's wakeup). */
         bool bell = wake[i] == slip_stack__doorbell_fd(s);
+        bool peer = wake[i] == slip_stack__peer_bell_fd(s);
         struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
-                                   .data.u64 = bell ? BELL_MARK : WAKE_MARK };
+                                   .data.u64 = bell ? BELL_MARK : peer ? PEER_MARK : WAKE_MARK };
         real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
     }
     ep->stack_fds_added = true;
@@ -625,13 +627,17 @@ static int drop_nested_dups(struct uepoll *ep, struct epoll_event *ev, int nuser
     return k;
 }
 
-/* Removes the stack's wake events from what the kernel returned. */
+/* Removes the stack's wake events from what the kernel returned. The bell other processes ring
+ * is level-triggered: whoever sees it takes it (and rings this process's doorbell for the rest). */
 static int strip_wake(struct epoll_event *ev, int n)
 {
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (ev[i].data.u64 != WAKE_MARK && ev[i].data.u64 != BELL_MARK)
+    for (int i = 0; i < n; i++) {
+        if (ev[i].data.u64 == PEER_MARK && g_pre.stack)
+            slip_stack__peer_bell_take(g_pre.stack);
+        else if (ev[i].data.u64 != WAKE_MARK && ev[i].data.u64 != BELL_MARK)
             ev[k++] = ev[i];
+    }
     return k;
 }
 

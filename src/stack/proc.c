@@ -75,6 +75,7 @@ void slip_procs__bind(struct slip_procs *t, int i, pid_t pid)
     /* The start time is read before the pid is published, so a reaper never pairs the pid with a
      * missing start time; 0 (already exited) makes the slot dead at once, which is right. */
     t->p[i].start = slip_proc__start_time(pid);
+    __atomic_store_n(&t->p[i].sleepers, 0, __ATOMIC_RELAXED);   /* a fork child's are not its parent's */
     __atomic_store_n(&t->p[i].pid, (int32_t)pid, __ATOMIC_RELEASE);
 }
 

@@ -21,7 +21,7 @@
 
 struct slip_proc {
     int32_t pid;
-    uint32_t pad;
+    uint32_t sleepers;              /* its threads asleep on the wait fds (ring its bell, bell.h) */
     uint64_t start;                 /* the holder's start time: a reused pid is another process */
     /* The references it holds per stack socket and the copies of reservation sockets it has
      * live in a block per slot sized by the table sizes (socktab.h): untouched pages

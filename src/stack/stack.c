@@ -30,6 +30,7 @@
 #include "ip/ip.h"
 #include "pkt/pkt.h"
 #include "stack/arena.h"
+#include "stack/bell.h"
 #include "stack/fault.h"
 #include "stack/kfd.h"
 #include "stack/guard.h"
@@ -41,7 +42,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 9   /* 7: reassembly eviction state; 8: stack.kfd_refused; 9: tables sized at run time */
+#define SLIP_SHM_VERSION 10  /* 8: stack.kfd_refused; 9: tables sized at run time; 10: sleepers per process */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -108,6 +109,8 @@ struct slip_stack {
     slip_time_t ctl_next;
     slip_time_t next_deadline;  /* from the last poll */
     int doorbell;               /* eventfd: a helper thread's poll made something ready */
+    int peer_bell;              /* this process's bell for the others' polls (bell.h) */
+    uint64_t ring_procs;        /* lock held: slots of other processes a poll must ring */
     int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
     struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
@@ -122,6 +125,9 @@ struct slip_stack {
 
 
 static void doorbell_open(struct slip_stack *s);
+static bool others_asleep(struct slip_stack *s);
+static void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w);
+static void ring_procs(struct slip_stack *s, uint64_t mask);
 
 /* This process's pid, cached (glibc no longer does) and updated in fork children. */
 static pid_t g_pid;
@@ -148,6 +154,10 @@ static void atfork_child(void)
             s->txq[i].n = 0;
         s->fault.nheld = 0;
         s->accept_sleepers = 0;     /* the parent's sleeping threads are not the child's */
+        /* The bell is named after the pid: the child needs its own (the parent keeps its). */
+        if (s->peer_bell >= 0)
+            close(s->peer_bell);
+        s->peer_bell = slip_bell__open(g_pid);
     }
 }
 
@@ -599,6 +609,8 @@ void slip_stack__close(struct slip_stack *s)
         close(s->doorbell);
     if (s->accept_bell >= 0)
         close(s->accept_bell);
+    if (s->peer_bell >= 0)
+        close(s->peer_bell);
     if (s->fault.nheld) {
         for (unsigned i = 0; i < s->fault.nheld; i++)
             pkt__free_chain(&s->pool, s->fault.held[i].pkt);
@@ -809,6 +821,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
     unsigned burst = SLIP_MIN(s->cfg.burst, SLIP_ARRAY_SIZE(f));
 
     env_refresh(s, now);
+    uint64_t udp_before = s->udp->c.rx_datagrams;
     s->shm->c.polls++;
     s->shm->last_poll = now;
     /* Frames a deferring thread left on the TX rings go first: on veth the peer's answer (an
@@ -843,8 +856,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
     next = SLIP_MIN(next, ip_neigh__service(&s->env));
     /* The engine's wake list tells which connections had an event: count them per connection,
      * which is what edge-triggered epoll reports. */
+    bool others = others_asleep(s);
+    if (others && s->udp->c.rx_datagrams != udp_before)
+        note_sleeping_holders(s, false, 0);
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
+        if (w < s->t.max_conns && others)
+            note_sleeping_holders(s, true, w);
         if (w < s->t.max_conns) {
             /* The bump is ordered before the look at the waiters (both sequentially
              * consistent): a waiter counted itself before it read the generation it sleeps on,
@@ -896,7 +914,35 @@ static void ring_doorbell(struct slip_stack *s)
 
 void slip_stack__sleepers(struct slip_stack *s, int delta)
 {
-    __atomic_add_fetch(&s->shm->sleepers, (uint32_t)delta, __ATOMIC_ACQ_REL);
+    /* Per process first: a poll that sees the total moved looks for the process (see
+     * others_asleep); the total is what its fast path reads. */
+    if (s->proc >= 0)
+        __atomic_add_fetch(&s->shm->procs.p[s->proc].sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->shm->sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+}
+
+/* Lock held: threads of other processes sleep on the wait fds. One load when nobody does. */
+static bool others_asleep(struct slip_stack *s)
+{
+    uint32_t all = __atomic_load_n(&s->shm->sleepers, __ATOMIC_SEQ_CST);
+    if (!all)
+        return false;
+    uint32_t mine = s->proc >= 0 ? __atomic_load_n(&s->shm->procs.p[s->proc].sleepers, __ATOMIC_SEQ_CST) : 0;
+    return all != mine;
+}
+
+/* Lock held: socket w had an event; note every other sleeping process holding it. */
+static void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w)
+{
+    for (int k = 0; k < SLIP_PROC_MAX; k++) {
+        if (k == s->proc || !__atomic_load_n(&s->shm->procs.p[k].sleepers, __ATOMIC_SEQ_CST) ||
+            __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) <= 0)
+            continue;
+        uint32_t refs = tcp ? slip_socktab__proc_tcp(&s->t, k)[w] : 0;
+        /* UDP has no per-socket event list here: a datagram rings every sleeping process. */
+        if (!tcp || refs)
+            s->ring_procs |= 1ull << k;
+    }
 }
 
 slip_time_t slip_stack__poll(struct slip_stack *s)
@@ -910,7 +956,10 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
     if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
         __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
         ring_doorbell(s);
+    uint64_t ring = s->ring_procs;
+    s->ring_procs = 0;
     stack_unlock(s);
+    ring_procs(s, ring);
     return next;
 }
 
@@ -918,6 +967,34 @@ static void doorbell_open(struct slip_stack *s)
 {
     s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->accept_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->peer_bell = slip_bell__open(getpid());
+}
+
+int slip_stack__peer_bell_fd(struct slip_stack *s)
+{
+    return s->peer_bell;
+}
+
+bool slip_stack__peer_bell_take(struct slip_stack *s)
+{
+    if (!slip_bell__drain(s->peer_bell))
+        return false;
+    /* Another process's poll delivered to us: every sleeping set of this process looks again
+     * (its doorbell is edge-triggered in epoll sets, so a drain here takes nothing from them). */
+    ring_doorbell(s);
+    return true;
+}
+
+/* After a poll, unlocked: ring the processes whose sleeping threads it delivered something to. */
+static void ring_procs(struct slip_stack *s, uint64_t mask)
+{
+    for (int k = 0; mask && k < SLIP_PROC_MAX; k++, mask >>= 1) {
+        if (!(mask & 1))
+            continue;
+        int32_t pid = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+        if (pid > 0)
+            slip_bell__ring(s->peer_bell, pid);
+    }
 }
 
 int slip_stack__accept_bell_fd(struct slip_stack *s)
@@ -961,6 +1038,10 @@ void slip_stack__doorbell_drain(struct slip_stack *s)
     if (s->doorbell >= 0)
         while (read(s->doorbell, &v, sizeof(v)) == sizeof(v))
             ;
+    /* A bell rung by another process: this thread is awake and looks again; the process's other
+     * sleepers get the doorbell (rung after the drain above, so they see it). */
+    if (slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
+        ring_doorbell(s);
     errno = saved;
 }
 
@@ -1063,7 +1144,10 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
     if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
         __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
         ring_doorbell(s);
+    uint64_t ring = s->ring_procs;
+    s->ring_procs = 0;
     stack_unlock(s);
+    ring_procs(s, ring);
     return 0;
 }
 
@@ -1072,6 +1156,8 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
     int n = 0;
     if (s->doorbell >= 0 && n < max)
         fds[n++] = s->doorbell;
+    if (s->peer_bell >= 0 && n < max)
+        fds[n++] = s->peer_bell;
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq && n < max; q++)
             fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
@@ -2237,8 +2323,8 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     s->epfd = -1;
     s->arena.memfd = -1;
     s->proc = -1;
-    doorbell_open(s);
     pid_refresh();
+    doorbell_open(s);
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec);
     char *save = NULL, *tok = strtok_r(buf, ";", &save);
@@ -2338,6 +2424,8 @@ fail:
         close(s->doorbell);
     if (s->accept_bell >= 0)
         close(s->accept_bell);
+    if (s->peer_bell >= 0)
+        close(s->peer_bell);
     free(s);
     return rc < 0 ? rc : -EINVAL;
 }

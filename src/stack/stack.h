@@ -86,6 +86,12 @@ int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
 /* A sleeper woken through the wait fds clears the helper thread's doorbell (one of them). */
 void slip_stack__doorbell_drain(struct slip_stack *s);
 int slip_stack__doorbell_fd(struct slip_stack *s);
+/* This process's bell for other processes' polls (one of the wait fds, level-triggered): a poll
+ * in another process that delivered something to a socket this process holds while threads of
+ * it sleep rings it. Whoever wakes on it takes it: drains it and rings the doorbell for the
+ * process's other sleepers; true when it was rung. */
+int slip_stack__peer_bell_fd(struct slip_stack *s);
+bool slip_stack__peer_bell_take(struct slip_stack *s);
 /* Epoll sets that hold only listening sockets, in a process where another set watches the wake
  * fds, sleep on this process's accept bell instead (an eventfd nobody reads: watch it
  * edge-triggered). A poll that makes a listener ready rings it while accept_sleepers > 0. */
@@ -102,7 +108,7 @@ void slip_stack__sleepers(struct slip_stack *s, int delta);
  * ring for the next poll to kick, within a bound (see tx_done in stack.c). */
 void slip_stack__tx_defer(struct slip_stack *s, bool on);
 /* Most fds slip_stack__wait_fds returns. */
-#define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 2)
+#define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 3)
 /* True when traffic to dst leaves through one of the stack's interfaces (else: the kernel's). */
 bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
 /* Changes whenever the mirrored control-plane tables change: answers derived from them (such as
