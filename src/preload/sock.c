@@ -135,7 +135,7 @@ static bool handlers_all_restart(void)
  * one of them to poll the stack and fight for its lock, to find in most cases that the frame was
  * for someone else. So one blocked thread per process, the poller, sleeps on the wait fds and
  * polls; the others (TCP, no extra fd) sleep on their socket's futex word, which the poll that
- * delivers an event for that socket bumps and wakes (stack.c). When the poller leaves it bumps
+ * delivers an event for that socket bumps and wakes (src/stack/poll.c). When the poller leaves it bumps
  * g_poller_gen and wakes one futex sleeper, which waits on that word too (futex_waitv) and takes
  * the poller's place. Without futex_waitv (Linux < 5.16) every thread sleeps on the fds. */
 static uint32_t g_poller;           /* a thread of this process is the poller */

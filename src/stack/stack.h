@@ -105,7 +105,7 @@ bool slip_stack__alone(struct slip_stack *s);
 void slip_stack__sleepers(struct slip_stack *s, int delta);
 /* on: this thread is working through events a wait (epoll_wait, poll, select) returned, and
  * will wait again soon; its TCP sends, receives and closes may leave their frames on the TX
- * ring for the next poll to kick, within a bound (see tx_done in stack.c). */
+ * ring for the next poll to kick, within a bound (see tx_done in poll.c). */
 void slip_stack__tx_defer(struct slip_stack *s, bool on);
 /* Most fds slip_stack__wait_fds returns. */
 #define SLIP_WAIT_FDS_MAX (SLIP_MAX_IFACES * SLIP_MAX_QUEUES + 3)
@@ -173,6 +173,9 @@ bool slip_stack__held_here(struct slip_stack *s);
  * (may be NULL) runs every 10 ms meanwhile, to let programs join (share.h): once another process
  * carries the stack, the lingering stops. */
 void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct slip_stack *s));
+/* Prints the stack (interfaces, owner, processes) and one "proc PID COMM slot=K tcp=N udp=N"
+ * line per process sharing it. */
+void slip_stack__dump_procs(struct slip_stack *s, FILE *f);
 /* Prints every counter of the stack as `group.name value` lines. */
 void slip_stack__dump(struct slip_stack *s, FILE *f);
 /* Reads one counter by its `group.name` (as printed by dump); -ENOENT when unknown. */

@@ -56,6 +56,11 @@ def test_programs_share_one_stack_and_it_outlives_the_first(testbed, slip, tmp_p
     print(f"slipstream stat: procs.live {counters.get('procs.live')}, tcp.conns {counters.get('tcp.conns')}, "
           f"listeners {listeners}")
     assert counters.get("procs.live") == "2", st.stdout
+    # ... and lists the two processes, each holding its listener (at least).
+    procs = [l.split() for l in st.stdout.splitlines() if l.startswith("proc ")]
+    assert len(procs) == 2 and all(p[2].startswith("python") for p in procs), st.stdout
+    assert all(int(p[4].split("=")[1]) >= 1 for p in procs), st.stdout
+    assert any(l.startswith("stack veth0 uid=0 procs=2") for l in st.stdout.splitlines()), st.stdout
     assert any(":7201 " in l for l in listeners) and any(":7202 " in l for l in listeners), st.stdout
     assert int(counters["tcp.segs_in"]) > 0, st.stdout
 

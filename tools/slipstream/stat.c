@@ -1,6 +1,6 @@
-/* `slipstream stat [--iface IF]... [--conns]`: the counters (and with --conns the TCP
- * connections) of the stack that programs run with `slipstream run` share on these interfaces,
- * read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
+/* `slipstream stat [--iface IF]... [--conns]`: the counters, the processes (and with --conns the
+ * TCP connections) of the stack that programs run with `slipstream run` share on these
+ * interfaces, read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
  * leaves; run it in the network namespace of the programs. */
 #include <errno.h>
 #include <net/if.h>
@@ -67,6 +67,7 @@ int cmd_stat(int argc, char **argv)
     /* Give back the process slot it was handed first: procs.live then counts the programs. */
     slip_stack__exit(s, 0, NULL);
     slip_stack__dump(s, stdout);
+    slip_stack__dump_procs(s, stdout);
     if (conns)
         slip_tcp__dump(s, stdout);
     return 0;

@@ -1,0 +1,192 @@
+/* What binds a socket to the host outside the engine: the kernel socket that reserves its port
+ * and its claim in the XDP program, released when the engine frees the connection. */
+#include "stack/stack_int.h"
+
+static void steer_tcp_key(struct steer_key *k, const struct tcp_res *r)
+{
+    memset(k, 0, sizeof(*k));
+    k->proto = IPPROTO_TCP;
+    k->laddr = r->laddr;
+    k->lport = hton16(r->lport);
+    if (r->key == 2) {
+        k->raddr = r->raddr;
+        k->rport = hton16(r->rport);
+    }
+}
+
+/* Lock held. */
+int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
+{
+    STACK_ASSERT_LOCKED(s);
+    struct steer_key k;
+    struct steer_val v = { .stack = 0, .pid = (uint32_t)g_stack_pid };
+    int rc = 0;
+    steer_tcp_key(&k, r);
+    for (unsigned i = 0; i < s->nifs && rc == 0; i++)
+        rc = steer__add(s->ifs[i].steer, &k, &v);
+    return rc;
+}
+
+/* Lock held. True when another listener of a SO_REUSEPORT group still needs r's listen key. */
+static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
+{
+    if (r->key != 1)
+        return false;
+    for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++) {
+        const struct tcp_res *o = &s->t.ts[i].res;
+        if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
+            return true;
+    }
+    return false;
+}
+
+/* Lock held. */
+void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
+{
+    STACK_ASSERT_LOCKED(s);
+    if (r->key && !tcp_res_key_shared(s, r)) {
+        struct steer_key k;
+        steer_tcp_key(&k, r);
+        for (unsigned i = 0; i < s->nifs; i++)
+            steer__del(s->ifs[i].steer, &k);
+    }
+    if (r->kfd > 0)
+        proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts), r->kfd);
+    if (r->pending)
+        s->shm->tres_pending--;
+    memset(r, 0, sizeof(*r));
+}
+
+/* True when the engine no longer holds the connection these resources belong to. */
+bool tcp_res_done(struct slip_stack *s, unsigned i)
+{
+    const struct tcp_conn *c = &s->tcp->conns[i];
+    const struct tcp_res *r = &s->t.ts[i].res;
+    return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
+}
+
+/* Lock held. A pending connection's resources go when the engine frees its slot: only the
+ * slots freed since the last reap are looked at (every slot when more than the engine's ring
+ * holds were freed since). Every poll runs this; scanning the whole table there cost a client
+ * making new connections 5 % of its core (the slots of its LAST_ACK connections are anywhere). */
+void tcp_res_reap(struct slip_stack *s)
+{
+    STACK_ASSERT_LOCKED(s);
+    uint32_t seq = s->tcp->freed_seq, seen = s->shm->tres_seen;
+    s->shm->tres_seen = seq;
+    if (!s->shm->tres_pending || seq == seen)
+        return;
+    if (seq - seen > TCP_FREED_RING) {
+        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t) && s->shm->tres_pending; i++)
+            if (s->t.ts[i].res.pending && tcp_res_done(s, i))
+                tcp_res_release(s, &s->t.ts[i].res);
+        return;
+    }
+    for (uint32_t k = seen; k != seq && s->shm->tres_pending; k++) {
+        slip_idx_t i = tcp__freed_slot(s->tcp, k);
+        if (i < s->t.max_conns && s->t.ts[i].res.pending && tcp_res_done(s, i))
+            tcp_res_release(s, &s->t.ts[i].res);
+    }
+}
+
+/* ---- UDP entry points ---- */
+
+/* A reservation socket is never fd 0 (0 marks "none" in the tables, whose untouched slots are
+ * zeros): a program that closed its stdin gets the socket moved up. Negative errno passes. */
+int fd_above_stdio(int fd)
+{
+    if (fd < 0 || fd > 2)
+        return fd < 0 ? -errno : fd;
+    int d = fcntl(fd, F_DUPFD, 3);
+    int e = errno;
+    close(fd);
+    return d < 0 ? -e : d;
+}
+
+void steer_key(struct steer_key *k, be32 addr, uint16_t port)
+{
+    memset(k, 0, sizeof(*k));
+    k->laddr = addr;
+    k->lport = hton16(port);
+    k->proto = IPPROTO_UDP;
+}
+
+/* A kernel TCP socket bound to (addr, port): it reserves the port (port 0: an ephemeral one from
+ * ip_local_port_range) and, never listening, makes the kernel answer stray SYNs with RST. */
+int kernel_reserve_tcp(be32 addr, uint16_t *port)
+{
+    int kfd = fd_above_stdio(socket(AF_INET, SOCK_STREAM, 0));    /* inherited across exec: see struct tcp_res */
+    if (kfd < 0)
+        return kfd;
+    int one = 1;
+    setsockopt(kfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
+        int e = errno;
+        close(kfd);
+        return -e;
+    }
+    *port = ntoh16(sin.sin_port);
+    slip_kfd__add(kfd);
+    return kfd;
+}
+
+/* Lock held: a slot the engine just handed out may still carry resources of its previous,
+ * finished connection. */
+void tcp_res_take(struct slip_stack *s, int c)
+{
+    STACK_ASSERT_LOCKED(s);
+    if (s->t.ts[c].res.pending || s->t.ts[c].res.key || s->t.ts[c].res.kfd > 0)
+        tcp_res_release(s, &s->t.ts[c].res);
+}
+
+/* The application's kernel socket reserves the port; a duplicate (placed high, inherited across
+ * exec like the stack itself) keeps the reservation while the connection outlives the
+ * application's close (TIME_WAIT). */
+int adopt_kfd(int app_kfd, be32 addr, uint16_t *port)
+{
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(*port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    if (!addr && !*port) {
+        /* Any address, an ephemeral port (connect): the bind fails with EINVAL, and only so,
+         * when the application bound the socket itself. One syscall less per connection than
+         * asking first. */
+        if (bind(app_kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 && errno != EINVAL)
+            return -errno;
+    } else {
+        /* A given address and port (listen): asked first, since a second bind could fail for
+         * other reasons first (a privileged port after the program dropped its privileges). */
+        struct sockaddr_in cur;
+        socklen_t cl = sizeof(cur);
+        if (getsockname(app_kfd, (struct sockaddr *)&cur, &cl) < 0)
+            return -errno;
+        if (cur.sin_port == 0 && bind(app_kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+            return -errno;
+    }
+    if (getsockname(app_kfd, (struct sockaddr *)&sin, &sl) < 0)
+        return -errno;
+    if (!sin.sin_port)
+        return -EINVAL;     /* bound with IP_BIND_ADDRESS_NO_PORT: no port to reserve yet */
+    *port = ntoh16(sin.sin_port);
+    int d = fcntl(app_kfd, F_DUPFD, 1000);
+    if (d < 0)
+        d = fcntl(app_kfd, F_DUPFD, 3);
+    if (d < 0)
+        return -errno;
+    slip_kfd__add(d);
+    return d;
+}
+
+bool slip_tcp__port_busy(struct slip_stack *s, be32 addr, uint16_t port)
+{
+    bool busy = false;
+    stack_lock(s);
+    for (uint32_t i = 0; i < s->tcp->high_water && !busy; i++) {
+        const struct tcp_conn *c = &s->tcp->conns[i];
+        busy = c->state != TCPS_CLOSED && c->state != TCPS_LISTEN && c->lport == port &&
+               (c->laddr == addr || !addr || !c->laddr);
+    }
+    stack_unlock(s);
+    return busy;
+}

@@ -1,0 +1,195 @@
+/* The stack's UDP socket calls (the internal API the POSIX layer uses); each takes the lock. */
+#include "stack/stack_int.h"
+
+static bool sock_ok(struct slip_stack *s, int sock)
+{
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
+}
+
+int slip_udp__open(struct slip_stack *s)
+{
+    stack_lock(s);
+    int rc = udp_sock__alloc(s->udp);
+    stack_unlock(s);
+    return rc;
+}
+
+int slip_udp__bind(struct slip_stack *s, int sock, be32 addr, uint16_t port)
+{
+    return slip_udp__bind_kfd(s, sock, addr, port, -1);
+}
+
+int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    /* The kernel socket holds the port for us: kernel applications cannot take it, and port 0
+     * gets an ephemeral port from the kernel's own range. The application's own kernel socket
+     * does it when there is one (the POSIX layer); else we make one. */
+    int kfd = app_kfd >= 0 ? app_kfd : fd_above_stdio(socket(AF_INET, SOCK_DGRAM, 0));
+    if (kfd < 0)
+        return kfd;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
+    socklen_t sl = sizeof(sin);
+    if (bind(kfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || getsockname(kfd, (struct sockaddr *)&sin, &sl) < 0) {
+        int e = errno;
+        if (app_kfd < 0)
+            close(kfd);
+        return -e;
+    }
+    port = ntoh16(sin.sin_port);
+    /* SO_REUSEPORT was set on the kernel socket, whose bind() just applied Linux's rules. */
+    int reuseport = 0;
+    socklen_t rl = sizeof(reuseport);
+    if (getsockopt(kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
+        reuseport = 0;
+
+    stack_lock(s);
+    udp_sock__set_reuseport(s->udp, (slip_idx_t)sock, reuseport != 0);
+    int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
+    if (rc == 0) {
+        struct steer_key k;
+        struct steer_val v = { .stack = 0, .pid = (uint32_t)g_stack_pid };
+        steer_key(&k, addr, port);
+        for (unsigned i = 0; i < s->nifs && rc == 0; i++)
+            rc = steer__add(s->ifs[i].steer, &k, &v);
+        if (rc < 0) {
+            for (unsigned i = 0; i < s->nifs; i++)
+                steer__del(s->ifs[i].steer, &k);
+            udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
+            udp_sock__alloc(s->udp);    /* hands back the same slot: the caller's handle stays open */
+        }
+    }
+    stack_unlock(s);
+    if (rc < 0) {
+        if (app_kfd < 0)
+            close(kfd);
+        return rc;
+    }
+    if (app_kfd < 0)
+        slip_kfd__add(kfd);
+    s->t.us[sock].kfd = app_kfd >= 0 ? 0 : kfd;
+    return 0;
+}
+
+unsigned slip_udp__poll(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return SLIP_EV_ERR | SLIP_EV_HUP;
+    const struct udp_sock *u = &s->udp->socks[sock];
+    return SLIP_EV_OUT | (u->rcvq.count ? SLIP_EV_IN : 0) | (u->so_error ? SLIP_EV_ERR : 0);
+}
+
+int slip_udp__so_error(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    int e = s->udp->socks[sock].so_error;
+    s->udp->socks[sock].so_error = 0;
+    stack_unlock(s);
+    return e;
+}
+
+int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (!s->udp->socks[sock].connected)
+        return -ENOTCONN;
+    *addr = s->udp->socks[sock].raddr;
+    *port = s->udp->socks[sock].rport;
+    return 0;
+}
+
+int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (s->udp->socks[sock].state == UDPS_OPEN) {
+        int rc = slip_udp__bind(s, sock, 0, 0);
+        if (rc < 0)
+            return rc;
+    }
+    stack_lock(s);
+    int rc = udp_sock__connect(s->udp, (slip_idx_t)sock, addr, port);
+    stack_unlock(s);
+    return rc;
+}
+
+int slip_udp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    *addr = s->udp->socks[sock].laddr;
+    *port = s->udp->socks[sock].lport;
+    return 0;
+}
+
+ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt, be32 dst, uint16_t dport)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    if (s->udp->socks[sock].state == UDPS_OPEN) {
+        int rc = slip_udp__bind(s, sock, 0, 0);
+        if (rc < 0)
+            return rc;
+    }
+    stack_lock(s);
+    env_refresh(s, slip_stack__now());
+    ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
+    if (rc == -ENOBUFS) {
+        /* Out of frames: reclaim completions and retry once, as the kernel would block briefly. */
+        for (unsigned i = 0; i < s->nifs; i++)
+            for (unsigned q = 0; q < s->ifs[i].nq; q++)
+                xsk_port__tx_flush(s->ifs[i].ports[q]);
+        rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
+    }
+    ip_output__flush(&s->env);
+    stack_unlock(s);
+    return rc;
+}
+
+ssize_t slip_udp__sendto(struct slip_stack *s, int sock, const void *buf, size_t len, be32 dst, uint16_t dport)
+{
+    struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+    return slip_udp__sendmsg(s, sock, &v, 1, dst, dport);
+}
+
+ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, be32 *src, uint16_t *sport, unsigned flags)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    ssize_t rc = udp_sock__recv(s->udp, &s->pool, (slip_idx_t)sock, buf, len, src, sport, flags);
+    stack_unlock(s);
+    return rc;
+}
+
+int slip_udp__close(struct slip_stack *s, int sock)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    struct udp_sock *u = &s->udp->socks[sock];
+    if (u->state == UDPS_BOUND) {
+        struct steer_key k;
+        steer_key(&k, u->laddr, u->lport);
+        bool shared = false;
+        /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
+        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
+            if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
+                s->udp->socks[i].laddr == u->laddr)
+                shared = true;
+        if (!shared)
+            for (unsigned i = 0; i < s->nifs; i++)
+                steer__del(s->ifs[i].steer, &k);
+    }
+    udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
+    stack_unlock(s);
+    if (s->t.us[sock].kfd > 0) {
+        kfd_close(s, s->t.us[sock].kfd);
+        s->t.us[sock].kfd = 0;
+    }
+    return 0;
+}

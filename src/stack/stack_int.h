@@ -1,0 +1,185 @@
+/* What the files of src/stack share and nobody else may see: the arena's header, the stack
+ * object, and the helpers one file gives another (the lock, the process table, the TX policy,
+ * port claims, wakeups). The public API is stack.h. */
+#ifndef SLIP_STACK_STACK_INT_H
+#define SLIP_STACK_STACK_INT_H
+
+#include "stack/stack.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <linux/rtnetlink.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <pthread.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/log.h"
+#include "ctl/ctl.h"
+#include "ip/ip.h"
+#include "pkt/pkt.h"
+#include "stack/arena.h"
+#include "stack/bell.h"
+#include "stack/fault.h"
+#include "stack/kfd.h"
+#include "stack/guard.h"
+#include "stack/lock.h"
+#include "stack/proc.h"
+#include "stack/socktab.h"
+#include "tcp/tcp.h"
+#include "tcp/tcp_fsm.h"
+#include "udp/udp.h"
+
+#define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
+#define SLIP_SHM_VERSION 10  /* 8: stack.kfd_refused; 9: tables sized at run time; 10: sleepers per process */
+#define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
+
+#define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
+
+struct stack_counters {
+#define STACK_COUNTER_FIELD(n) uint64_t n;
+    STACK_COUNTERS(STACK_COUNTER_FIELD)
+#undef STACK_COUNTER_FIELD
+};
+
+/* Table sizes: SLIP_MAX_CONNS and SLIP_MAX_UDP. Their regions are sized for the maximum but
+ * only touched as sockets come (see slip_arena__create), so the default is generous. */
+#define SLIP_MAX_CONNS_DEFAULT 131072
+#define SLIP_MAX_UDP_DEFAULT   8192
+
+/* Head of the arena. Offsets locate every region. */
+struct slip_shm {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t nframes;
+    uint32_t frame_size;
+    uint32_t headroom;
+    struct slip_lock lock;
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip;
+    struct slip_socktab_layout tabs;    /* the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP */
+    struct stack_counters c;
+    slip_time_t last_poll;      /* when any process last ran the poll loop */
+    uint32_t last_holder;       /* pid that held the lock last */
+    uint32_t sleepers;          /* application threads asleep on the wait fds */
+    uint32_t tres_pending;      /* closed connections whose resources wait for the engine */
+    uint32_t tres_seen;         /* the engine's freed_seq the last reap looked at */
+    uint32_t ncork;             /* connections in the cork list (sends held for the next kick) */
+    /* What another process needs to attach (exec'd images): the configuration's numbers and
+     * the interfaces with their queue counts. */
+    uint32_t ring_size, burst, nifs;
+    uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
+    char ifname[SLIP_MAX_IFACES][16];
+    struct slip_procs procs;    /* who holds which references and reservation sockets */
+};
+
+struct stack_iface {
+    char name[IF_NAMESIZE];
+    uint32_t ifindex;
+    struct steer *steer;
+    unsigned nq;
+    struct xsk_port *ports[SLIP_MAX_QUEUES];
+};
+
+struct slip_stack {
+    struct slip_config cfg;
+    struct slip_arena arena;
+    struct slip_shm *shm;
+    struct pkt_pool pool;
+    struct xsk_umem_area *umem;
+    struct ctl *ctl;
+    struct ctl_tables *ctl_t;
+    struct ip_shared *ip;
+    struct udp_shared *udp;
+    struct stack_iface ifs[SLIP_MAX_IFACES];
+    unsigned nifs;
+    struct ip_txq txq[SLIP_MAX_IFACES];
+    struct ip_env env;
+    int epfd;
+    slip_time_t ctl_next;
+    slip_time_t next_deadline;  /* from the last poll */
+    int doorbell;               /* eventfd: a helper thread's poll made something ready */
+    int peer_bell;              /* this process's bell for the others' polls (bell.h) */
+    uint64_t ring_procs;        /* lock held: slots of other processes a poll must ring */
+    int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
+    uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
+    struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
+    struct tcp_shared *tcp;
+    struct slip_socktab t;      /* the sized tables (socktab.h) */
+    int proc;                   /* this process's slot in shm->procs, -1 without one */
+    bool reap_ok;               /* /proc tells process start times here: dead holders can be found */
+    slip_time_t reap_next;
+    bool guard;                 /* the stack's guardian (guard.c): no slot, no reservation fds */
+};
+
+/* This process's pid, cached (glibc no longer does) and updated in fork children. */
+extern pid_t g_stack_pid;
+
+/* Lock ownership, checked wherever a function says "Lock held", in every build with assertions
+ * (all but release builds): the lock is taken and this process recorded itself as its owner. A
+ * failure names the function and aborts. */
+#ifndef NDEBUG
+#define STACK_ASSERT_LOCKED(s) stack_assert_locked((s), __func__)
+#else
+#define STACK_ASSERT_LOCKED(s) ((void)0)
+#endif
+void stack_assert_locked(const struct slip_stack *s, const char *fn);
+
+/* stack.c: the lock (taking it reloads the rings' cached indices when another process held it
+ * last), reservation fds named by shared memory, the per-poll environment. */
+void pid_refresh(void);
+void stack_lock(struct slip_stack *s);
+void stack_unlock(struct slip_stack *s);
+void stack_locked_by_us(struct slip_stack *s);
+void kfd_close(struct slip_stack *s, int fd);
+void env_refresh(struct slip_stack *s, slip_time_t now);
+
+/* stack_proc.c: this process's slot, and the reservation fds each process has a copy of. */
+void proc_register(struct slip_stack *s, int want);
+void proc_drain_closeq(struct slip_stack *s);
+void proc_kfd_hold(struct slip_stack *s, unsigned i);
+void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd);
+unsigned procs_live(const struct slip_stack *s);
+bool conn_unfinished(const struct tcp_conn *c);
+
+/* poll.c: the TX policy after a send, receive or close (lock held). */
+void uncork_all(struct slip_stack *s);
+bool tx_deferring(struct slip_stack *s);
+void tx_done(struct slip_stack *s);
+
+/* wake.c: bells and sleepers. */
+void doorbell_open(struct slip_stack *s);
+void ring_doorbell(struct slip_stack *s);
+bool others_asleep(struct slip_stack *s);
+void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w);
+void ring_procs(struct slip_stack *s, uint64_t mask);
+
+/* claims.c: port reservations and XDP claims. */
+int fd_above_stdio(int fd);
+void steer_key(struct steer_key *k, be32 addr, uint16_t port);
+int kernel_reserve_tcp(be32 addr, uint16_t *port);
+int adopt_kfd(int app_kfd, be32 addr, uint16_t *port);
+void tcp_res_take(struct slip_stack *s, int c);
+int tcp_res_claim(struct slip_stack *s, struct tcp_res *r);
+void tcp_res_release(struct slip_stack *s, struct tcp_res *r);
+bool tcp_res_done(struct slip_stack *s, unsigned i);
+void tcp_res_reap(struct slip_stack *s);
+
+/* sock_tcp.c */
+void listener_handover(struct slip_stack *s, int sock);
+
+#endif

@@ -1,0 +1,125 @@
+/* Waking sleepers: the process's doorbell, the accept bell of listener-only epoll sets, the
+ * count of sleeping threads, and the bells other processes of the stack ring (bell.h). */
+#include "stack/stack_int.h"
+
+void doorbell_open(struct slip_stack *s);
+bool others_asleep(struct slip_stack *s);
+void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w);
+void ring_procs(struct slip_stack *s, uint64_t mask);
+
+/* Rings an eventfd bell (the doorbell, the accept bell); nobody reads them, sleepers watch them
+ * edge-triggered. */
+static void bell_ring(int fd)
+{
+    uint64_t one = 1;
+    if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+        /* saturated: the sleepers are awake anyway */
+    }
+}
+
+void ring_doorbell(struct slip_stack *s)
+{
+    bell_ring(s->doorbell);
+}
+
+void slip_stack__sleepers(struct slip_stack *s, int delta)
+{
+    /* Per process first: a poll that sees the total moved looks for the process (see
+     * others_asleep); the total is what its fast path reads. */
+    if (s->proc >= 0)
+        __atomic_add_fetch(&s->shm->procs.p[s->proc].sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&s->shm->sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+}
+
+/* Lock held: threads of other processes sleep on the wait fds. One load when nobody does. */
+bool others_asleep(struct slip_stack *s)
+{
+    uint32_t all = __atomic_load_n(&s->shm->sleepers, __ATOMIC_SEQ_CST);
+    if (!all)
+        return false;
+    uint32_t mine = s->proc >= 0 ? __atomic_load_n(&s->shm->procs.p[s->proc].sleepers, __ATOMIC_SEQ_CST) : 0;
+    return all != mine;
+}
+
+/* Lock held: socket w had an event; note every other sleeping process holding it. */
+void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w)
+{
+    STACK_ASSERT_LOCKED(s);
+    for (int k = 0; k < SLIP_PROC_MAX; k++) {
+        if (k == s->proc || !__atomic_load_n(&s->shm->procs.p[k].sleepers, __ATOMIC_SEQ_CST) ||
+            __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) <= 0)
+            continue;
+        uint32_t refs = tcp ? slip_socktab__proc_tcp(&s->t, k)[w] : 0;
+        /* UDP has no per-socket event list here: a datagram rings every sleeping process. */
+        if (!tcp || refs)
+            s->ring_procs |= 1ull << k;
+    }
+}
+
+void doorbell_open(struct slip_stack *s)
+{
+    s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->accept_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->peer_bell = slip_bell__open(getpid());
+}
+
+int slip_stack__peer_bell_fd(struct slip_stack *s)
+{
+    return s->peer_bell;
+}
+
+bool slip_stack__peer_bell_take(struct slip_stack *s)
+{
+    if (!slip_bell__drain(s->peer_bell))
+        return false;
+    /* Another process's poll delivered to us: every sleeping set of this process looks again
+     * (its doorbell is edge-triggered in epoll sets, so a drain here takes nothing from them). */
+    ring_doorbell(s);
+    return true;
+}
+
+/* After a poll, unlocked: ring the processes whose sleeping threads it delivered something to. */
+void ring_procs(struct slip_stack *s, uint64_t mask)
+{
+    for (int k = 0; mask && k < SLIP_PROC_MAX; k++, mask >>= 1) {
+        if (!(mask & 1))
+            continue;
+        int32_t pid = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+        if (pid > 0)
+            slip_bell__ring(s->peer_bell, pid);
+    }
+}
+
+int slip_stack__accept_bell_fd(struct slip_stack *s)
+{
+    return s->accept_bell;
+}
+
+void slip_stack__accept_sleepers(struct slip_stack *s, int delta)
+{
+    __atomic_add_fetch(&s->accept_sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
+}
+
+void slip_stack__ring_accept_bell(struct slip_stack *s)
+{
+    bell_ring(s->accept_bell);
+}
+
+int slip_stack__doorbell_fd(struct slip_stack *s)
+{
+    return s->doorbell;
+}
+
+void slip_stack__doorbell_drain(struct slip_stack *s)
+{
+    uint64_t v;
+    int saved = errno;      /* callers report the errno of the wait that preceded this */
+    if (s->doorbell >= 0)
+        while (read(s->doorbell, &v, sizeof(v)) == sizeof(v))
+            ;
+    /* A bell rung by another process: this thread is awake and looks again; the process's other
+     * sleepers get the doorbell (rung after the drain above, so they see it). */
+    if (slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
+        ring_doorbell(s);
+    errno = saved;
+}
