@@ -611,6 +611,13 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     return i;
 }
 
+void tcp_conn__clamp_iw(struct tcp_conn *c)
+{
+    uint32_t iw = TCP_INIT_CWND * tcp_output__data_mss(c);
+    if (c->cwnd > iw)
+        c->cwnd = iw;
+}
+
 int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c)
 {
     if (c->parent == SLIP_NIL)

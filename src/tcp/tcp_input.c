@@ -52,6 +52,7 @@ static void apply_syn_options(struct ip_env *env, struct tcp_conn *c, const stru
         c->flags &= ~TCPF_TS_OK;
     }
     (void)active;
+    tcp_conn__clamp_iw(c);
 }
 
 /* ---- ACK processing (RFC 9293 §3.10.7.4 fifth step, with RFC 5681/6582/6675) ---- */
@@ -395,6 +396,7 @@ static bool cookie_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_con
     } else {
         c->rcv_wscale = 0;
     }
+    tcp_conn__clamp_iw(c);
     /* What our cookie SYN-ACK advertised (unscaled, as in any SYN). */
     c->rcv_adv = c->rcv_nxt + SLIP_MIN(tcp_rcv_space(c), 65535u);
     c->snd_wl1 = s->seq - 1;

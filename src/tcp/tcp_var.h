@@ -46,6 +46,10 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
                     uint16_t rport, uint32_t iss);
 /* A child finished its handshake: onto the listener's accept queue; -ENOSPC when it is full. */
 int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c);
+/* RFC 6928: the initial window is IW10 in segments of the effective send MSS. The congestion
+ * control set cwnd from the route's MSS when the connection was made; once the peer's SYN (or
+ * the SYN cookie) lowered the MSS, this brings cwnd down to that many segments of it. */
+void tcp_conn__clamp_iw(struct tcp_conn *c);
 /* Send MSS from the route towards raddr (MTU minus 40, bounded by the frame size and TCP_MAXSEG). */
 uint16_t tcp_conn__route_mss(struct ip_env *env, const struct tcp_conn *c);
 static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct tcp_conn *c)

