@@ -77,6 +77,7 @@
 #define TCPF_REUSEPORT   0x08000000u   /* SO_REUSEPORT: may share (laddr, lport) with other listeners */
 #define TCPF_OPEN_FAILED 0x10000000u   /* dropped in SYN_SENT: connect() may be tried again (Linux) */
 #define TCPF_AUTOCORK    0x20000000u   /* the last send's partial tail waits for tcp_conn__uncork */
+#define TCPF_PUSH_HELD   0x40000000u   /* this output sends what cork/MSG_MORE hold (TCP_NODELAY set) */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */

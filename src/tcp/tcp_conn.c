@@ -963,8 +963,13 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
     switch (opt) {
     case TCPO_NODELAY:
         c->flags = val ? c->flags | TCPF_NODELAY : c->flags & ~TCPF_NODELAY;
-        if (val && TCPS_HAVEESTABLISHED(c->state))
+        if (val && TCPS_HAVEESTABLISHED(c->state)) {
+            /* tcp(7), as Linux: setting TCP_NODELAY pushes what TCP_CORK or MSG_MORE hold, once;
+             * the cork itself stays for later writes. */
+            c->flags |= TCPF_PUSH_HELD;
             tcp_output(env, sh, c);
+            c->flags &= ~TCPF_PUSH_HELD;
+        }
         return 0;
     case TCPO_CORK:
         /* uncorking pushes everything, also what a MSG_MORE send held back (Linux) */

@@ -288,6 +288,8 @@ static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
  * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
 static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
 {
+    if (c->flags & TCPF_PUSH_HELD)
+        return len == left;
     if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK))) {
         if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
             return true;
@@ -388,7 +390,9 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             if (fin_now)
                 flags |= WIRE_TCP_FIN;
         }
-        if (len && seq + len == data_end)
+        /* PSH on the segment that empties the queue, unless the application said more follows
+         * (MSG_MORE: Linux marks no push for it either). */
+        if (len && seq + len == data_end && !(c->flags & TCPF_MORE))
             flags |= WIRE_TCP_PSH;
         rc = tcp_output__segment(env, sh, c, seq, len, flags);
         if (rc < 0)
@@ -431,9 +435,12 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     /* RFC 9293 §3.8.6.1: data waiting, a window too small to use (zero, or below what sender
      * SWS avoidance lets out) and nothing in flight to elicit an ACK: the persist timer probes,
-     * or after it sends what fits (the SWS override timeout of §3.8.6.2.1). */
+     * or after it sends what fits (the SWS override timeout of §3.8.6.2.1). Data that TCP_CORK
+     * or MSG_MORE hold with nothing in flight is sent by the same timer: the ceiling of tcp(7)
+     * ("at most 200 ms"), which Linux implements with its probe timer after one RTO too. */
+    bool held = (c->flags & (TCPF_CORK | TCPF_MORE)) != 0;
     if (seq_lt(c->snd_nxt, data_end) && c->snd_max == c->snd_una && !tcp_timer__armed(c, TT_REXMT) &&
-        !tcp_timer__armed(c, TT_PERSIST) && c->snd_wnd < SLIP_MIN(dmss, data_end - c->snd_nxt)) {
+        !tcp_timer__armed(c, TT_PERSIST) && (held || c->snd_wnd < SLIP_MIN(dmss, data_end - c->snd_nxt))) {
         c->persist_shift = 0;
         tcp_timer__set(sh, c, TT_PERSIST, env->now + tcp_rto(c));
     }

@@ -91,6 +91,28 @@ static uint32_t sent_bytes(struct cf *s, unsigned *nseg, uint32_t *max_end)
     return bytes;
 }
 
+/* Runs timers up to now + dt. */
+static void advance(struct cf *s, slip_time_t dt)
+{
+    slip_time_t end = s->env->now + dt;
+    for (;;) {
+        slip_time_t next = tcp_timer__poll(s->env, s->sh);
+        if (next > end)
+            break;
+        s->env->now = next > s->env->now ? next : s->env->now;
+        tcp_timer__poll(s->env, s->sh);
+    }
+    s->env->now = end;
+    tcp_timer__poll(s->env, s->sh);
+}
+
+static void cf_close(struct cf *s)
+{
+    tcp_conn__abort(s->env, s->sh, s->c);
+    tcp_conn__close(s->env, s->sh, (slip_idx_t)s->l);
+    cf_fini(s);
+}
+
 /* RFC 6928: at most 10 segments of the effective MSS leave before the first ACK. The peer's SYN
  * says 1000: 10 segments of 1000 bytes, not 14 (cwnd from the route's 1460-byte MSS). */
 TEST(test_iw10_in_segments_of_the_peer_mss)
@@ -105,9 +127,79 @@ TEST(test_iw10_in_segments_of_the_peer_mss)
     CHECK(n, ==, 10u);
     CHECK(bytes, ==, 10000u);
     CHECK(C(&s)->cwnd, ==, 10000u);
-    tcp_conn__abort(s.env, s.sh, s.c);
-    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
-    cf_fini(&s);
+    cf_close(&s);
+}
+
+/* tcp(7): setting TCP_NODELAY pushes what TCP_CORK holds (with PSH), and what MSG_MORE holds
+ * (without PSH: the application said more follows), as Linux does (packetdrill's
+ * nagle/sockopt_cork_nodelay). */
+TEST(test_nodelay_pushes_what_cork_and_msg_more_hold)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    struct tout o;
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 1);
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    s.env->now += 50 * SLIP_MSEC;
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 80u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK | WIRE_TCP_PSH);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 81, NULL, 0, 257);
+    h_free_sent(&s.h);
+    /* The cork stays for later writes. */
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 0);
+    CHECK(s.h.nsent, ==, 1u);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 121, NULL, 0, 257);
+    h_free_sent(&s.h);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 0);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 80u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK);
+    cf_close(&s);
+}
+
+/* tcp(7): TCP_CORK (and MSG_MORE) hold a partial segment at most 200 ms; Linux sends it (with
+ * PSH) from its probe timer one RTO after nothing was left in flight. Before the fix it stayed
+ * unsent for ever. */
+TEST(test_cork_and_msg_more_hold_at_most_an_rto)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    struct tout o;
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 1);
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    advance(&s, 150 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);    /* the handshake's RTT sample gave the 200 ms floor */
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 40u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK | WIRE_TCP_PSH);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 41, NULL, 0, 257);
+    h_free_sent(&s.h);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 0);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    advance(&s, 150 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 40u);
+    cf_close(&s);
 }
 
 TEST_MAIN()
