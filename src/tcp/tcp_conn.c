@@ -430,8 +430,10 @@ void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);
     tcp_set_state(sh, c, TCPS_CLOSED);
     tcp_conn__wake(sh, c);
-    /* Nobody will read it any more: a closed-by-application or never-accepted connection. */
-    if (!(c->flags & TCPF_USER))
+    /* Nobody will read it any more: a closed-by-application or never-accepted connection. One
+     * on its listener's accept queue stays there, as on Linux: accept() hands it out CLOSED, its
+     * first write or read reports the error (after any data that arrived before the reset). */
+    if (!(c->flags & (TCPF_USER | TCPF_IN_ACCEPTQ)))
         tcp_conn__free(env, sh, c);
 }
 

@@ -202,4 +202,50 @@ TEST(test_cork_and_msg_more_hold_at_most_an_rto)
     cf_close(&s);
 }
 
+/* A connection reset while it waits on the accept queue is still handed out by accept(), as
+ * Linux does (packetdrill's fastopen/server/reset-non-tfo-socket): CLOSED, its first write
+ * reports ECONNRESET, the data that came before the reset can be read, then end of stream.
+ * Without data the first read reports the reset. Before the fix the child was freed and a
+ * blocking accept() waited for ever. */
+TEST(test_reset_before_accept_is_still_accepted)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1460, 257, false);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, "0123456789", 10, 257);
+    pseg(&s, WIRE_TCP_RST | WIRE_TCP_ACK, s.pseq + 10, s.iss + 1, NULL, 0, 257);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(cf_send(&s, 100, 0), ==, -ECONNRESET);
+    char buf[64];
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 10);
+    CHECK_MEM(buf, "0123456789", 10);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 0);
+    tcp_conn__close(s.env, s.sh, s.c);
+    CHECK(tcp_conn__accept(s.sh, (slip_idx_t)s.l), ==, -EAGAIN);
+
+    /* A second one, reset without data: the first read reports it. */
+    struct tseg syn = { .sport = 5556, .dport = 80, .seq = 7000, .flags = WIRE_TCP_SYN, .win = 65535,
+                        .opts = t_synopts(1460, 7, true, false, 0) };
+    t_feed(&s.h, s.sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    struct tseg ack = { .sport = 5556, .dport = 80, .seq = 7001, .ack = o.th.seq + 1, .flags = WIRE_TCP_ACK,
+                        .win = 257 };
+    t_feed(&s.h, s.sh, &ack);
+    ack.flags = WIRE_TCP_RST;
+    t_feed(&s.h, s.sh, &ack);
+    c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, -ECONNRESET);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 0);
+    tcp_conn__close(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    CHECK(s.sh->nused, ==, 0u);
+    cf_fini(&s);
+}
+
 TEST_MAIN()
