@@ -50,6 +50,10 @@ GATEWAY_IP = "198.18.0.2"
 REMOTE_IP = "198.19.0.1/24"
 CONTROL_SERVER_IP = "198.18.1.2"
 WIRE_PORT = "8081"
+# What packetdrill's own run_all.py defines for IPv4 runs (the fast open cookie it gives is for
+# its default addresses: with ours the fastopen scripts' cookies differ, for both stacks).
+DEFINES = ["-D", "TFO_COOKIE=3021b9d889017eeb", "-D", "CODE=host_unreachable",
+           "-D", "CMSG_LEVEL_IP=SOL_IP", "-D", "CMSG_TYPE_RECVERR=IP_RECVERR"]
 
 
 def skip(reason):
@@ -79,21 +83,27 @@ def build_packetdrill(src, out):
 
 
 def copy_scripts(src, out):
-    """A copy of the scripts whose common/defaults.sh names our device: it ends by giving tun0
-    (the device of packetdrill's local mode) a pfifo qdisc, which fails in wire mode and with it
-    every script's init command. Under slipstream the device's root qdisc cannot be changed
-    (and does not matter: the stack sends through AF_XDP): that failure is ignored."""
-    base = os.path.join(out, "tcp")
-    if os.path.isdir(base):
-        shutil.rmtree(base)
-    shutil.copytree(os.path.join(src, "gtests", "net", "tcp"), base)
-    d = os.path.join(base, "common", "defaults.sh")
-    with open(d) as f:
-        text = f.read()
-    with open(d, "w") as f:
-        f.write(text.replace("tc qdisc add dev tun0 root pfifo",
-                             "tc qdisc add dev veth0 root pfifo 2>/dev/null || true"))
-    return base
+    """A copy of the scripts (gtests/net: tcp/ and the common/ some of them use) whose
+    defaults.sh files name our device: they end by giving tun0 (the device of packetdrill's local
+    mode) a pfifo qdisc, which fails in wire mode and with it every script's init command. Under
+    slipstream the device's root qdisc cannot be changed (and does not matter: the stack sends
+    through AF_XDP): that failure is ignored."""
+    net = os.path.join(out, "net")
+    if os.path.isdir(net):
+        shutil.rmtree(net)
+    os.makedirs(net)
+    for d in ("tcp", "common"):
+        if os.path.isdir(os.path.join(src, "gtests", "net", d)):
+            shutil.copytree(os.path.join(src, "gtests", "net", d), os.path.join(net, d))
+    for d in (os.path.join(net, "common", "defaults.sh"), os.path.join(net, "tcp", "common", "defaults.sh")):
+        if not os.path.exists(d):
+            continue
+        with open(d) as f:
+            text = f.read()
+        with open(d, "w") as f:
+            f.write(text.replace("tc qdisc add dev tun0 root pfifo",
+                                 "tc qdisc add dev veth0 root pfifo 2>/dev/null || true"))
+    return os.path.join(net, "tcp")
 
 
 def find_scripts(base, filt):
@@ -131,7 +141,7 @@ def run_one(tb, pd, base, rel, stack, build, logdir, timeout, tol):
         cmd = [pd, "--wire_client", "--wire_client_dev=veth0", f"--wire_server_ip={CONTROL_SERVER_IP}",
                f"--wire_server_port={WIRE_PORT}", f"--local_ip={LOCAL_IP}", f"--gateway_ip={GATEWAY_IP}",
                f"--remote_ip={REMOTE_IP}", "--netmask_ip=255.255.255.0", f"--tolerance_usecs={tol}",
-               "--send_omit_free", os.path.basename(rel)]
+               "--send_omit_free", *DEFINES, os.path.basename(rel)]
         if stack == "slipstream":
             cmd = [os.path.join(build, "slipstream"), "run", "--iface", "veth0", "--", *cmd]
         # The scripts name their helpers relative to their own directory (../common/defaults.sh).
@@ -219,6 +229,9 @@ def main():
         tb = Testbed(Topology(hosts=("c", "s"), links=[("c", "s"), ("c", "s")]), prefix=prefix)
         try:
             tb.up()
+            # The scripts expect segments of at most one MSS from the kernel as from a wire:
+            # segmentation offload on the veth would hand the sniffer 64 KB frames.
+            tb.host("c").run(["ethtool", "-K", "veth0", "tso", "off", "gso", "off"], timeout=10)
             while True:
                 try:
                     n, rel = todo.get_nowait()

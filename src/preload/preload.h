@@ -212,4 +212,9 @@ int pre_ioctl(int fd, unsigned long req, void *arg);
  * whose processes died. */
 void preload_guard_start(struct slip_stack *s, const char *share);
 
+/* tcpinfo.c: getsockopt(TCP_INFO) from the stack's view of a connection, as Linux's struct
+ * tcp_info of this kernel's size (asked of the kernel socket kfd once). 0 or -errno. */
+struct tcp_conn_info;
+int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, socklen_t *len);
+
 #endif

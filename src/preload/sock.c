@@ -656,35 +656,14 @@ static int put_int(void *val, socklen_t *len, int v)
     return 0;
 }
 
-static int tcp_info_fill(struct pfd *p, void *val, socklen_t *len)
+static int tcp_info_fill(struct pfd *p, int fd, void *val, socklen_t *len)
 {
     struct tcp_conn_info in;
-    struct tcp_info ti;
     int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
     if (rc < 0)
         return set_errno(rc);
-    /* Linux's TCP_STATE numbering for the states we share. TIME_WAIT reads as CLOSE: Linux moves
-     * the connection to a timewait mini-socket and the application's socket is left in CLOSE. */
-    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 7 };
-    memset(&ti, 0, sizeof(ti));
-    ti.tcpi_state = in.state < sizeof(linux_state) ? linux_state[in.state] : 7;
-    ti.tcpi_rto = in.rto_us;
-    ti.tcpi_snd_mss = in.mss;
-    ti.tcpi_rcv_mss = in.mss;
-    ti.tcpi_unacked = in.unacked;
-    ti.tcpi_rtt = in.srtt_us;
-    ti.tcpi_rttvar = in.rttvar_us;
-    ti.tcpi_snd_ssthresh = in.ssthresh;
-    ti.tcpi_snd_cwnd = in.mss ? in.cwnd / in.mss : in.cwnd;
-    ti.tcpi_total_retrans = (uint32_t)in.st.retransmits;
-    ti.tcpi_snd_wscale = in.snd_wscale;
-    ti.tcpi_rcv_wscale = in.rcv_wscale;
-    ti.tcpi_options = (in.sack ? TCPI_OPT_SACK : 0) | (in.timestamps ? TCPI_OPT_TIMESTAMPS : 0) |
-                      (in.snd_wscale || in.rcv_wscale ? TCPI_OPT_WSCALE : 0);
-    socklen_t n = SLIP_MIN(*len, (socklen_t)sizeof(ti));
-    memcpy(val, &ti, (size_t)n);
-    *len = n;
-    return 0;
+    rc = pre_tcpinfo__fill(fd, &in, val, len);     /* tcpinfo.c */
+    return rc < 0 ? set_errno(rc) : 0;
 }
 
 /* The engine's option for a socket option that maps to one int, or -1. */
@@ -723,7 +702,7 @@ int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     }
     if (p->kind == PFD_TCP) {
         if (level == IPPROTO_TCP && opt == TCP_INFO)
-            return tcp_info_fill(p, val, len);
+            return tcp_info_fill(p, fd, val, len);
         int o = tcp_opt_of(level, opt);
         if (o >= 0 && slip_tcp__getopt(s, p->sock, o, &v) == 0)
             return put_int(val, len, v);

@@ -89,6 +89,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         /* RFC 9293 §3.7.1: our MSS from the route MTU (RFC 6691: minus fixed headers only). */
         r.opts.has_mss = true;
         r.opts.mss = tcp_conn__route_mss(env, c);
+        c->adv_mss = r.opts.mss;
         if (active_syn || (c->flags & TCPF_WS_OK)) {
             r.opts.has_wscale = true;
             r.opts.wscale = c->rcv_wscale;
@@ -166,6 +167,8 @@ int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if ((c->flags & TCPF_RTT_TIMING) && seq_leq(seq, c->rt_seq) && seq_lt(c->rt_seq, seq + len + 1))
             c->flags &= ~TCPF_RTT_TIMING;
     }
+    if (rc == 0 && len)
+        c->last_data_tx = env->now;     /* TCP_INFO last_data_sent */
     if (rc == 0 && !(flags & (WIRE_TCP_SYN | WIRE_TCP_RST)) && (len || (flags & WIRE_TCP_FIN))) {
         /* RFC 8985 §5.2: remember when this range left; RFC 6937: count what recovery sent. */
         tcp_rack__sent(c, seq, seq + len + !!(flags & WIRE_TCP_FIN), env->now);
@@ -299,6 +302,31 @@ static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t le
     return false;
 }
 
+/* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
+ * data waits that cwnd would let out but the peer's window does not; the send-buffer limit
+ * ends once there is room again. */
+static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, slip_time_t now)
+{
+    if (c->sndq.bytes == 0) {
+        tcp_chrono__stop(c, TCP_CHRONO_BUSY, now);
+        return;
+    }
+    if (c->chrono_type == TCP_CHRONO_NONE)
+        tcp_chrono__start(c, TCP_CHRONO_BUSY, now);
+    bool rwnd = false;
+    if (seq_lt(c->snd_nxt, data_end)) {
+        uint32_t next = SLIP_MIN(data_end - c->snd_nxt, dmss);
+        bool cwnd_room = tcp_flight(c) + next <= c->cwnd;
+        rwnd = cwnd_room && seq_gt(c->snd_nxt + next, c->snd_una + c->snd_wnd);
+    }
+    if (rwnd)
+        tcp_chrono__start(c, TCP_CHRONO_RWND, now);
+    else
+        tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
+    if (c->sndq.bytes < c->sndbuf)
+        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
+}
+
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     int rc = 0;
@@ -428,6 +456,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     if (sent_new)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
+    chrono_update(c, data_end, dmss, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)

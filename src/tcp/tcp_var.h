@@ -97,6 +97,11 @@ uint32_t tcp_flight(const struct tcp_conn *c);
 /* Usable send MSS for data segments, options subtracted. */
 uint32_t tcp_output__data_mss(const struct tcp_conn *c);
 
+/* Linux's chrono (tcp_chrono_start/stop): start switches to kind when it is later than the one
+ * running; stop of the running kind falls back to BUSY while data is queued, else to NONE. */
+void tcp_chrono__start(struct tcp_conn *c, uint8_t kind, slip_time_t now);
+void tcp_chrono__stop(struct tcp_conn *c, uint8_t kind, slip_time_t now);
+
 /* tcp_reass.c */
 /* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. */
 void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len);

@@ -1082,6 +1082,41 @@ def sc_tcp_maxseg(o):
 
 
 @scenario
+def sc_tcp_info_full(o):
+    """TCP_INFO as large as this kernel's struct tcp_info, later fields with Linux's meaning."""
+    s = socket.socket()
+    s.connect((PEER, ECHO))
+    s.sendall(b"i" * 100)
+    got = b""
+    while len(got) < 100:
+        got += s.recv(100 - len(got))
+    time.sleep(0.05)
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1024)
+    o["len"] = len(info)
+    u8 = lambda off: info[off]
+    u32 = lambda off: struct.unpack_from("I", info, off)[0]
+    u64 = lambda off: struct.unpack_from("Q", info, off)[0]
+    o["state"] = u8(0)
+    o["ca_state"] = u8(1)
+    o["unacked"] = u32(24)
+    o["sacked"] = u32(28)
+    o["last_data_recv_lt_1s"] = 0 < u32(52) < 1000 or u32(52) == 0
+    o["last_ack_recv_lt_1s"] = u32(56) < 1000
+    o["snd_ssthresh"] = hex(u32(76))
+    o["advmss"] = u32(84)
+    o["reordering"] = u32(88)
+    o["total_retrans"] = u32(100)
+    o["bytes_received"] = u64(128)
+    o["notsent"] = u32(144)
+    o["rwnd_limited"] = u64(176)
+    o["sndbuf_limited"] = u64(184)
+    o["bytes_sent"] = u64(200)
+    o["bytes_retrans"] = u64(208)
+    o["snd_wnd_gt_0"] = len(info) > 228 and u32(228) > 0
+    s.close()
+
+
+@scenario
 def sc_ip_tos(o):
     s = socket.socket()
     o["default"] = s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)

@@ -248,4 +248,96 @@ TEST(test_reset_before_accept_is_still_accepted)
     cf_fini(&s);
 }
 
+/* Never send past the right edge the peer offers, also when it moved the edge back (packetdrill's
+ * tcp_info/tcp-info-rwnd-limited: a window of 10 bytes after 2000, then a 1000-byte write). */
+TEST(test_shrunk_window_is_respected)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    s.iss = o.th.seq;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 0, .ack = s.iss + 1,
+                       .flags = WIRE_TCP_SYN | WIRE_TCP_ACK, .win = 0, .opts = t_synopts(1000, -1, true, false, 0) };
+    t_feed(&s.h, s.sh, &sa);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    h_free_sent(&s.h);
+    struct tseg a = { .sport = 80, .dport = 40000, .seq = 1, .ack = s.iss + 1, .flags = WIRE_TCP_ACK };
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);
+    h_free_sent(&s.h);
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.rwnd_limited_us, >=, 99000u);
+    CHECK(in.rwnd_limited_us, <=, 101000u);
+    a.win = 2000;
+    t_feed(&s.h, s.sh, &a);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 1000u);
+    h_free_sent(&s.h);
+    s.env->now += 30 * SLIP_MSEC;
+    a.ack = s.iss + 1001;
+    a.win = 10;
+    t_feed(&s.h, s.sh, &a);
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    unsigned n;
+    uint32_t end;
+    sent_bytes(&s, &n, &end);
+    CHECK(seq_leq(end, s.iss + 1001 + 10), ==, true);
+    advance(&s, 100 * SLIP_MSEC);
+    sent_bytes(&s, &n, &end);
+    CHECK(seq_leq(end, s.iss + 1001 + 10), ==, true);
+    a.win = 2000;
+    t_feed(&s.h, s.sh, &a);
+    sent_bytes(&s, &n, &end);
+    CHECK(end, ==, s.iss + 2001);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.rwnd_limited_us, >=, 199000u);
+    CHECK(in.rwnd_limited_us, <=, 201000u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
+/* TCP_INFO's later fields with Linux's meaning: advmss (what our SYN offered), the times since
+ * the last data and ACK (from the handshake on), ca_state (Disorder or Recovery) with sacked in
+ * segments when a SACK reports a hole, busy time. Before, these were all 0. */
+TEST(test_tcp_info_fields)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);
+    struct tcp_conn_info in;
+    advance(&s, 500 * SLIP_MSEC);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.advmss, ==, (uint32_t)C(&s)->adv_mss);
+    CHECK(in.advmss, >, 1000u);
+    CHECK(in.last_data_recv_ms, ==, 500u);
+    CHECK(in.last_ack_recv_ms, ==, 500u);
+    CHECK(in.ca_state, ==, 0);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, "abc", 3, 2000);
+    s.pseq += 3;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.last_data_recv_ms, ==, 0u);
+    CHECK(cf_send(&s, 3000, 0), ==, 3000);
+    /* The peer got the third segment only: SACK [2001, 3001). */
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = s.pseq, .ack = s.iss + 1, .flags = WIRE_TCP_ACK,
+                      .win = 2000 };
+    t.opts.nsack = 1;
+    t.opts.sack[0].left = s.iss + 2001;
+    t.opts.sack[0].right = s.iss + 3001;
+    t_feed(&s.h, s.sh, &t);
+    s.env->now += 5 * SLIP_MSEC;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.ca_state, ==, (C(&s)->flags & TCPF_RECOVERY) ? 3 : 1);  /* Recovery, else Disorder */
+    CHECK(in.sacked, ==, 1u);
+    CHECK(in.unacked, ==, 3000u);
+    CHECK(in.busy_us, ==, 5000u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
