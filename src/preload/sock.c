@@ -90,10 +90,11 @@ unsigned pfd_poll(struct pfd *p)
         if (p->rcvlowat && (ev & EPOLLIN) && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
             slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
             ev &= ~(unsigned)(EPOLLIN | EPOLLRDNORM);
-        return ev;
+        /* POLLERR while a zero-copy completion waits on the error queue (zerocopy.c). */
+        return ev | (p->zc_pending ? EPOLLERR : 0u);
     }
     if (p->kind == PFD_UDP)
-        return slip_udp__poll(g_pre.stack, p->sock);
+        return slip_udp__poll(g_pre.stack, p->sock) | (p->zc_pending ? EPOLLERR : 0u);
     return 0;
 }
 
@@ -744,11 +745,13 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         p->rcvtimeo_ms = timeo_ms(val, len);
     if (level == SOL_SOCKET && opt == SO_SNDTIMEO)
         p->sndtimeo_ms = timeo_ms(val, len);
-    if (p->kind != PFD_TCP)
-        return 0;
     int v = 0;
     if (val && len >= (socklen_t)sizeof(int))
         memcpy(&v, val, sizeof(v));
+    if (level == SOL_SOCKET && opt == SO_ZEROCOPY)
+        p->zerocopy = v != 0;       /* the kernel socket accepted it: completions come from zerocopy.c */
+    if (p->kind != PFD_TCP)
+        return 0;
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
         int lw = 0;     /* the value as the kernel socket kept it (Linux caps it) */
         socklen_t lwl = sizeof(lw);
@@ -783,7 +786,18 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
 
 /* ---- data ---- */
 
+static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt, int flags);
+
 static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
+{
+    ssize_t n = tcp_send_data(p, iov, iovcnt, flags);
+    /* Linux ignores MSG_ZEROCOPY on a socket without SO_ZEROCOPY. */
+    if (n > 0 && (flags & MSG_ZEROCOPY) && p->zerocopy)
+        pre_zc__sent(p);
+    return n;
+}
+
+static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
 {
     struct slip_stack *s = g_pre.stack;
     size_t total = 0, done = 0;
@@ -1130,6 +1144,11 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
     }
     if (m->msg_iovlen > UIO_MAXIOV)
         return set_errno(-EMSGSIZE);    /* as the kernel's ___sys_recvmsg */
+    if (flags & MSG_ERRQUEUE) {
+        /* Our error queue holds zero-copy completions only; never the stream's data. */
+        ssize_t r = pre_zc__recv_errqueue(p, m);
+        return r < 0 ? set_errno((int)r) : r;
+    }
     m->msg_flags = 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {

@@ -1117,6 +1117,47 @@ def sc_tcp_info_full(o):
 
 
 @scenario
+def sc_msg_zerocopy(o):
+    """SO_ZEROCOPY + MSG_ZEROCOPY: completions reach the error queue (POLLERR), cover every send,
+    and the error queue never yields stream data."""
+    SO_ZEROCOPY, MSG_ZEROCOPY = 60, 0x4000000
+    s = socket.socket()
+    s.connect((PEER, ECHO))
+    o["ignored_without_so_zerocopy"] = s.send(b"z" * 10, MSG_ZEROCOPY)
+    o["errqueue_empty"] = attempt(s.recvmsg, 1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+    o["set"] = attempt(s.setsockopt, socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+    o["get"] = s.getsockopt(socket.SOL_SOCKET, SO_ZEROCOPY)
+    for _ in range(3):
+        o.setdefault("sent", []).append(s.send(b"z" * 1000, MSG_ZEROCOPY))
+    ids, deadline = set(), time.monotonic() + 3
+    p = select.poll()
+    p.register(s, select.POLLERR)
+    while len(ids) < 3 and time.monotonic() < deadline:
+        if not p.poll(200):
+            continue
+        try:
+            _, anc, flags, _ = s.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
+        except BlockingIOError:
+            continue
+        for level, typ, data in anc:
+            errno_, origin, _, _, _, lo, hi = struct.unpack_from("IBBBBII", data)
+            o["cmsg"] = [level, typ, errno_, origin]
+            ids.update(range(lo, hi + 1))
+        o["flags_errqueue"] = bool(flags & socket.MSG_ERRQUEUE)
+    o["ids"] = sorted(ids)
+    o["errqueue_drained"] = attempt(s.recvmsg, 1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+    got = b""
+    s.settimeout(3)
+    while len(got) < 3010:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+    o["echoed"] = len(got)
+    s.close()
+
+
+@scenario
 def sc_ip_tos(o):
     s = socket.socket()
     o["default"] = s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)
