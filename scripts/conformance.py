@@ -192,6 +192,21 @@ def normalised_copy(base, rel, log):
     return norm
 
 
+def first_error(logdir, rel):
+    """The line where packetdrill gave up on slipstream's run (the normalised one when it ran)."""
+    base = rel.replace("/", "__")
+    for name in (base[:-4] + ".norm-wscale.pkt.log", base + ".log"):
+        path = os.path.join(logdir, "slipstream", name)
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                lines = [l.strip() for l in f.read().splitlines()[1:]]
+            for l in lines:
+                if re.search(r"error|assert|Expected|timing|Timed out", l) and "tcp_congestion_control" not in l:
+                    return l[:200]
+            return (lines[-1] if lines else "(no output)")[:200]
+    return ""
+
+
 def main():
     src = os.environ.get("PACKETDRILL_SRC", "")
     if not src:
@@ -274,9 +289,9 @@ def main():
             f"({counts['normalised']}/{n} with our window scale in the expected SYNs)")
     with open(os.path.join(outdir, "summary.txt"), "w") as f:
         f.write(line + "\n")
-        for rel, k, _, s in results:
-            if k == "pass" and s != "pass":
-                f.write(f"slipstream only fails: {rel}\n")
+        for rel, k, s, norm in results:
+            if s != "pass":
+                f.write(f"{rel}\tkernel {k}\tslipstream {s}/{norm}\t{first_error(logdir, rel)}\n")
     print(f"conformance: results in {outdir}/results.tsv, logs in {logdir}")
     print(line)
 
