@@ -468,6 +468,12 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->kind = PFD_TCP;
             np->sock = c;
             np->nonblock = (flags & SOCK_NONBLOCK) != 0;
+            if (p->zerocopy) {
+                /* Linux: an accepted socket inherits SO_ZEROCOPY from its listener. */
+                int one = 1;
+                real_setsockopt(nfd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one));
+                np->zerocopy = 1;
+            }
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
             fill_sin(sa, len, ra, rp);

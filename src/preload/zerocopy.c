@@ -34,7 +34,14 @@ ssize_t pre_zc__recv_errqueue(struct pfd *p, struct msghdr *m)
 {
     if (!p->zc_pending)
         return -EAGAIN;     /* Linux: an empty error queue, blocking or not */
+    /* Linux's IP_RECVERR payload: the extended error, then the offender's address (zeroed for
+     * a zero-copy completion). */
+    struct {
+        struct sock_extended_err ee;
+        struct sockaddr_in offender;
+    } errhdr;
     struct sock_extended_err ee;
+    memset(&errhdr, 0, sizeof(errhdr));
     memset(&ee, 0, sizeof(ee));
     ee.ee_origin = SO_EE_ORIGIN_ZEROCOPY;
     ee.ee_code = SO_EE_CODE_ZEROCOPY_COPIED;
@@ -44,15 +51,16 @@ ssize_t pre_zc__recv_errqueue(struct pfd *p, struct msghdr *m)
     m->msg_flags = MSG_ERRQUEUE;
     size_t room = m->msg_control ? m->msg_controllen : 0;
     m->msg_controllen = 0;
-    if (room < CMSG_LEN(sizeof(ee))) {
+    errhdr.ee = ee;
+    if (room < CMSG_LEN(sizeof(errhdr))) {
         m->msg_flags |= MSG_CTRUNC;
         return 0;
     }
     struct cmsghdr *h = (struct cmsghdr *)m->msg_control;
     h->cmsg_level = SOL_IP;
     h->cmsg_type = IP_RECVERR;
-    h->cmsg_len = CMSG_LEN(sizeof(ee));
-    memcpy(CMSG_DATA(h), &ee, sizeof(ee));
-    m->msg_controllen = SLIP_MIN(room, (size_t)CMSG_SPACE(sizeof(ee)));
+    h->cmsg_len = CMSG_LEN(sizeof(errhdr));
+    memcpy(CMSG_DATA(h), &errhdr, sizeof(errhdr));
+    m->msg_controllen = SLIP_MIN(room, (size_t)CMSG_SPACE(sizeof(errhdr)));
     return 0;
 }
