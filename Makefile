@@ -6,7 +6,8 @@ BUILD_SAN  ?= build-san
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 5
 
-.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system testbed testbed-down bench clean
+.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system testbed testbed-down bench clean \
+        conformance conformance-deps
 
 all: build
 
@@ -59,6 +60,15 @@ testbed: build
 
 testbed-down:
 	$(PYTHON) scripts/testbed.py down
+
+# Opt-in, not part of `make test`: packetdrill's TCP scripts against the kernel and slipstream
+# (scripts/conformance.py). PACKETDRILL_SRC=<checkout of google/packetdrill>; without it the
+# target says so and does nothing. conformance-deps installs what building packetdrill needs.
+conformance: build
+	PACKETDRILL_SRC=$(PACKETDRILL_SRC) SLIP_BUILD=$(abspath $(BUILD)) $(PYTHON) scripts/conformance.py
+
+conformance-deps:
+	apt-get install -y --no-install-recommends bison flex make gcc
 
 bench: deps build
 	bench/run

@@ -66,6 +66,9 @@ struct pfd {
      * generation that answer came from (0 = none), so a server replying to one peer asks once. */
     uint32_t via_us_dst;
     uint32_t via_us_seq;
+    /* SO_ZEROCOPY (zerocopy.c): on, the next notification id, the pending range [lo, hi]. */
+    uint8_t zerocopy, zc_pending;
+    uint32_t zc_next, zc_lo, zc_hi;
 };
 
 struct preload_state {
@@ -211,5 +214,15 @@ int pre_ioctl(int fd, unsigned long req, void *arg);
  * programs join under the sharing name share (empty: sharing is off) while it finishes a stack
  * whose processes died. */
 void preload_guard_start(struct slip_stack *s, const char *share);
+
+/* tcpinfo.c: getsockopt(TCP_INFO) from the stack's view of a connection, as Linux's struct
+ * tcp_info of this kernel's size (asked of the kernel socket kfd once). 0 or -errno. */
+struct tcp_conn_info;
+int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, socklen_t *len);
+
+/* zerocopy.c: a MSG_ZEROCOPY send on a socket with SO_ZEROCOPY queued data (its completion is
+ * pending at once: the stack copied it); recvmsg(MSG_ERRQUEUE) returns it (0, or -EAGAIN). */
+void pre_zc__sent(struct pfd *p);
+ssize_t pre_zc__recv_errqueue(struct pfd *p, struct msghdr *m);
 
 #endif

@@ -90,10 +90,11 @@ unsigned pfd_poll(struct pfd *p)
         if (p->rcvlowat && (ev & EPOLLIN) && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
             slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
             ev &= ~(unsigned)(EPOLLIN | EPOLLRDNORM);
-        return ev;
+        /* POLLERR while a zero-copy completion waits on the error queue (zerocopy.c). */
+        return ev | (p->zc_pending ? EPOLLERR : 0u);
     }
     if (p->kind == PFD_UDP)
-        return slip_udp__poll(g_pre.stack, p->sock);
+        return slip_udp__poll(g_pre.stack, p->sock) | (p->zc_pending ? EPOLLERR : 0u);
     return 0;
 }
 
@@ -467,6 +468,12 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->kind = PFD_TCP;
             np->sock = c;
             np->nonblock = (flags & SOCK_NONBLOCK) != 0;
+            if (p->zerocopy) {
+                /* Linux: an accepted socket inherits SO_ZEROCOPY from its listener. */
+                int one = 1;
+                real_setsockopt(nfd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one));
+                np->zerocopy = 1;
+            }
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
             fill_sin(sa, len, ra, rp);
@@ -656,35 +663,14 @@ static int put_int(void *val, socklen_t *len, int v)
     return 0;
 }
 
-static int tcp_info_fill(struct pfd *p, void *val, socklen_t *len)
+static int tcp_info_fill(struct pfd *p, int fd, void *val, socklen_t *len)
 {
     struct tcp_conn_info in;
-    struct tcp_info ti;
     int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
     if (rc < 0)
         return set_errno(rc);
-    /* Linux's TCP_STATE numbering for the states we share. TIME_WAIT reads as CLOSE: Linux moves
-     * the connection to a timewait mini-socket and the application's socket is left in CLOSE. */
-    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 7 };
-    memset(&ti, 0, sizeof(ti));
-    ti.tcpi_state = in.state < sizeof(linux_state) ? linux_state[in.state] : 7;
-    ti.tcpi_rto = in.rto_us;
-    ti.tcpi_snd_mss = in.mss;
-    ti.tcpi_rcv_mss = in.mss;
-    ti.tcpi_unacked = in.unacked;
-    ti.tcpi_rtt = in.srtt_us;
-    ti.tcpi_rttvar = in.rttvar_us;
-    ti.tcpi_snd_ssthresh = in.ssthresh;
-    ti.tcpi_snd_cwnd = in.mss ? in.cwnd / in.mss : in.cwnd;
-    ti.tcpi_total_retrans = (uint32_t)in.st.retransmits;
-    ti.tcpi_snd_wscale = in.snd_wscale;
-    ti.tcpi_rcv_wscale = in.rcv_wscale;
-    ti.tcpi_options = (in.sack ? TCPI_OPT_SACK : 0) | (in.timestamps ? TCPI_OPT_TIMESTAMPS : 0) |
-                      (in.snd_wscale || in.rcv_wscale ? TCPI_OPT_WSCALE : 0);
-    socklen_t n = SLIP_MIN(*len, (socklen_t)sizeof(ti));
-    memcpy(val, &ti, (size_t)n);
-    *len = n;
-    return 0;
+    rc = pre_tcpinfo__fill(fd, &in, val, len);     /* tcpinfo.c */
+    return rc < 0 ? set_errno(rc) : 0;
 }
 
 /* The engine's option for a socket option that maps to one int, or -1. */
@@ -723,7 +709,7 @@ int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     }
     if (p->kind == PFD_TCP) {
         if (level == IPPROTO_TCP && opt == TCP_INFO)
-            return tcp_info_fill(p, val, len);
+            return tcp_info_fill(p, fd, val, len);
         int o = tcp_opt_of(level, opt);
         if (o >= 0 && slip_tcp__getopt(s, p->sock, o, &v) == 0)
             return put_int(val, len, v);
@@ -765,11 +751,13 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         p->rcvtimeo_ms = timeo_ms(val, len);
     if (level == SOL_SOCKET && opt == SO_SNDTIMEO)
         p->sndtimeo_ms = timeo_ms(val, len);
-    if (p->kind != PFD_TCP)
-        return 0;
     int v = 0;
     if (val && len >= (socklen_t)sizeof(int))
         memcpy(&v, val, sizeof(v));
+    if (level == SOL_SOCKET && opt == SO_ZEROCOPY)
+        p->zerocopy = v != 0;       /* the kernel socket accepted it: completions come from zerocopy.c */
+    if (p->kind != PFD_TCP)
+        return 0;
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
         int lw = 0;     /* the value as the kernel socket kept it (Linux caps it) */
         socklen_t lwl = sizeof(lw);
@@ -804,7 +792,18 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
 
 /* ---- data ---- */
 
+static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt, int flags);
+
 static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
+{
+    ssize_t n = tcp_send_data(p, iov, iovcnt, flags);
+    /* Linux ignores MSG_ZEROCOPY on a socket without SO_ZEROCOPY. */
+    if (n > 0 && (flags & MSG_ZEROCOPY) && p->zerocopy)
+        pre_zc__sent(p);
+    return n;
+}
+
+static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
 {
     struct slip_stack *s = g_pre.stack;
     size_t total = 0, done = 0;
@@ -1151,6 +1150,11 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
     }
     if (m->msg_iovlen > UIO_MAXIOV)
         return set_errno(-EMSGSIZE);    /* as the kernel's ___sys_recvmsg */
+    if (flags & MSG_ERRQUEUE) {
+        /* Our error queue holds zero-copy completions only; never the stream's data. */
+        ssize_t r = pre_zc__recv_errqueue(p, m);
+        return r < 0 ? set_errno((int)r) : r;
+    }
     m->msg_flags = 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {

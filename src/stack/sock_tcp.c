@@ -244,7 +244,7 @@ int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    int rc = tcp_conn__info(s->tcp, (slip_idx_t)sock, out);
+    int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), out);
     stack_unlock(s);
     return rc;
 }

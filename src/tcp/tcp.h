@@ -77,6 +77,7 @@
 #define TCPF_REUSEPORT   0x08000000u   /* SO_REUSEPORT: may share (laddr, lport) with other listeners */
 #define TCPF_OPEN_FAILED 0x10000000u   /* dropped in SYN_SENT: connect() may be tried again (Linux) */
 #define TCPF_AUTOCORK    0x20000000u   /* the last send's partial tail waits for tcp_conn__uncork */
+#define TCPF_PUSH_HELD   0x40000000u   /* this output sends what cork/MSG_MORE hold (TCP_NODELAY set) */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */
@@ -191,7 +192,23 @@ struct tcp_conn {
 
     struct tcp_cc_state cc;
     struct tcp_conn_stats st;
+
+    /* For TCP_INFO (Linux's struct tcp_info): when new data last left, data last arrived and an
+     * ACK last arrived; the MSS our SYN offered; and Linux's "chrono": time spent busy (data
+     * unacknowledged or unsent), limited by the peer's window, limited by the send buffer. */
+    slip_time_t last_data_tx, last_data_rx, last_ack_rx;
+    slip_time_t chrono_start;
+    uint64_t chrono_ns[3];    /* by TCP_CHRONO_* - 1 */
+    uint8_t chrono_type;      /* TCP_CHRONO_*: the one running since chrono_start */
+    uint16_t adv_mss;
 };
+
+/* Linux's chrono kinds (tcp_info busy_time, rwnd_limited, sndbuf_limited); a later kind
+ * preempts an earlier one. */
+#define TCP_CHRONO_NONE   0
+#define TCP_CHRONO_BUSY   1
+#define TCP_CHRONO_RWND   2
+#define TCP_CHRONO_SNDBUF 3
 
 /* Counters of the whole TCP layer. */
 #define TCP_COUNTERS(X) \
@@ -363,7 +380,16 @@ struct tcp_conn_info {
     uint8_t snd_wscale, rcv_wscale;
     bool sack, timestamps;
     struct tcp_conn_stats st;
+    /* For TCP_INFO, with Linux's meaning: ca_state TCP_CA_Open 0 / Disorder 1 / Recovery 3 /
+     * Loss 4; sacked in segments; times in microseconds, last_* in milliseconds ago. */
+    uint8_t ca_state, backoff, probes;
+    uint32_t sacked, advmss, rcv_mss, reordering, rcv_space, notsent;
+    uint32_t last_data_sent_ms, last_data_recv_ms, last_ack_recv_ms;
+    uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
 };
 int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t c, struct tcp_conn_info *out);
+/* The same, with the fields that depend on the time (now: the stack's clock): the times since
+ * the last data and ACK, and the chrono. */
+int tcp_conn__info_at(const struct tcp_shared *sh, slip_idx_t c, slip_time_t now, struct tcp_conn_info *out);
 
 #endif

@@ -430,8 +430,10 @@ void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);
     tcp_set_state(sh, c, TCPS_CLOSED);
     tcp_conn__wake(sh, c);
-    /* Nobody will read it any more: a closed-by-application or never-accepted connection. */
-    if (!(c->flags & TCPF_USER))
+    /* Nobody will read it any more: a closed-by-application or never-accepted connection. One
+     * on its listener's accept queue stays there, as on Linux: accept() hands it out CLOSED, its
+     * first write or read reports the error (after any data that arrived before the reset). */
+    if (!(c->flags & (TCPF_USER | TCPF_IN_ACCEPTQ)))
         tcp_conn__free(env, sh, c);
 }
 
@@ -611,6 +613,13 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     return i;
 }
 
+void tcp_conn__clamp_iw(struct tcp_conn *c)
+{
+    uint32_t iw = TCP_INIT_CWND * tcp_output__data_mss(c);
+    if (c->cwnd > iw)
+        c->cwnd = iw;
+}
+
 int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c)
 {
     if (c->parent == SLIP_NIL)
@@ -672,10 +681,14 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         want += iov[k].iov_len;
     if (want == 0)
         return 0;
-    if (c->sndq.bytes >= c->sndbuf)
+    if (c->sndq.bytes >= c->sndbuf) {
+        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);    /* the writer waits for room */
         return -EAGAIN;
+    }
     size_t room = c->sndbuf - c->sndq.bytes;
     size_t todo = SLIP_MIN(want, room);
+    if (todo < want)
+        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);
     size_t done = 0;
     int k = 0;
     size_t koff = 0;
@@ -956,8 +969,13 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
     switch (opt) {
     case TCPO_NODELAY:
         c->flags = val ? c->flags | TCPF_NODELAY : c->flags & ~TCPF_NODELAY;
-        if (val && TCPS_HAVEESTABLISHED(c->state))
+        if (val && TCPS_HAVEESTABLISHED(c->state)) {
+            /* tcp(7), as Linux: setting TCP_NODELAY pushes what TCP_CORK or MSG_MORE hold, once;
+             * the cork itself stays for later writes. */
+            c->flags |= TCPF_PUSH_HELD;
             tcp_output(env, sh, c);
+            c->flags &= ~TCPF_PUSH_HELD;
+        }
         return 0;
     case TCPO_CORK:
         /* uncorking pushes everything, also what a MSG_MORE send held back (Linux) */
@@ -1118,5 +1136,66 @@ int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_in
     o->sack = (c->flags & TCPF_SACK_OK) != 0;
     o->timestamps = (c->flags & TCPF_TS_OK) != 0;
     o->st = c->st;
+    /* Linux's names: TCP_CA_Loss after an RTO, Recovery in fast recovery, Disorder while
+     * duplicate ACKs or SACKed data say something may be missing, else Open. */
+    uint32_t sacked = (c->flags & TCPF_SACK_OK) ? tcp_sack__sacked_bytes(c) : 0;
+    o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : (c->dupacks || sacked) ? 1 : 0;
+    uint32_t dmss = tcp_output__data_mss(c);
+    o->sacked = dmss ? (sacked + dmss - 1) / dmss : 0;
+    o->backoff = c->rxt_shift;
+    o->probes = c->probes_out;
+    /* Linux's advmss: what our SYN offered, less the timestamp option when it is on. */
+    o->advmss = (c->adv_mss ? c->adv_mss : c->mss) - ((c->flags & TCPF_TS_OK) ? 12 : 0);
+    o->rcv_mss = c->rcv_mss;
+    o->reordering = 3;      /* the DupThresh we use (RFC 5681), Linux's default */
+    o->rcv_space = c->rcvbuf;
+    uint32_t sent = c->snd_nxt - c->snd_q_seq;
+    o->notsent = c->sndq.bytes > sent ? c->sndq.bytes - sent : 0;
     return 0;
+}
+
+static uint32_t ms_since(slip_time_t now, slip_time_t t)
+{
+    return now > t ? (uint32_t)SLIP_MIN((now - t) / SLIP_MSEC, (slip_time_t)UINT32_MAX) : 0;
+}
+
+int tcp_conn__info_at(const struct tcp_shared *sh, slip_idx_t i, slip_time_t now, struct tcp_conn_info *o)
+{
+    int rc = tcp_conn__info(sh, i, o);
+    if (rc < 0)
+        return rc;
+    const struct tcp_conn *c = &sh->conns[i];
+    o->last_data_sent_ms = ms_since(now, c->last_data_tx);
+    o->last_data_recv_ms = ms_since(now, c->last_data_rx);
+    o->last_ack_recv_ms = ms_since(now, c->last_ack_rx);
+    uint64_t ns[3] = { c->chrono_ns[0], c->chrono_ns[1], c->chrono_ns[2] };
+    if (c->chrono_type > TCP_CHRONO_NONE && c->chrono_type <= TCP_CHRONO_SNDBUF && now > c->chrono_start)
+        ns[c->chrono_type - 1] += now - c->chrono_start;
+    /* As Linux: busy_time counts all three kinds. */
+    o->busy_us = (ns[0] + ns[1] + ns[2]) / SLIP_USEC;
+    o->rwnd_limited_us = ns[1] / SLIP_USEC;
+    o->sndbuf_limited_us = ns[2] / SLIP_USEC;
+    return 0;
+}
+
+static void chrono_set(struct tcp_conn *c, uint8_t kind, slip_time_t now)
+{
+    if (c->chrono_type > TCP_CHRONO_NONE && c->chrono_type <= TCP_CHRONO_SNDBUF && now > c->chrono_start)
+        c->chrono_ns[c->chrono_type - 1] += now - c->chrono_start;
+    c->chrono_type = kind;
+    c->chrono_start = now;
+}
+
+void tcp_chrono__start(struct tcp_conn *c, uint8_t kind, slip_time_t now)
+{
+    if (kind > c->chrono_type)
+        chrono_set(c, kind, now);
+}
+
+void tcp_chrono__stop(struct tcp_conn *c, uint8_t kind, slip_time_t now)
+{
+    if (c->sndq.bytes == 0 && !(c->flags & TCPF_FIN_QUEUED && c->snd_una != c->snd_max))
+        chrono_set(c, TCP_CHRONO_NONE, now);
+    else if (kind == c->chrono_type)
+        chrono_set(c, TCP_CHRONO_BUSY, now);
 }

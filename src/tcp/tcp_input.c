@@ -52,6 +52,7 @@ static void apply_syn_options(struct ip_env *env, struct tcp_conn *c, const stru
         c->flags &= ~TCPF_TS_OK;
     }
     (void)active;
+    tcp_conn__clamp_iw(c);
 }
 
 /* ---- ACK processing (RFC 9293 §3.10.7.4 fifth step, with RFC 5681/6582/6675) ---- */
@@ -113,6 +114,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     uint32_t ack = s->ack;
     uint32_t win = (uint32_t)s->th.window << c->snd_wscale;
     uint32_t newly_sacked = 0;
+    c->last_ack_rx = env->now;      /* TCP_INFO last_ack_recv */
 
     /* RFC 5961 §5.2: an ACK older than SND.UNA - MAX.SND.WND gets a challenge ACK. */
     uint32_t maxwnd = SLIP_MAX(c->max_sndwnd, 1u);
@@ -305,6 +307,7 @@ static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
 {
     if (s->len == 0)
         return;
+    c->last_data_rx = env->now;     /* TCP_INFO last_data_recv */
     if (c->state != TCPS_ESTABLISHED && c->state != TCPS_FIN_WAIT_1 && c->state != TCPS_FIN_WAIT_2)
         return;     /* after the peer's FIN no more text is accepted */
     if (s->seq == c->rcv_nxt) {
@@ -395,6 +398,7 @@ static bool cookie_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_con
     } else {
         c->rcv_wscale = 0;
     }
+    tcp_conn__clamp_iw(c);
     /* What our cookie SYN-ACK advertised (unscaled, as in any SYN). */
     c->rcv_adv = c->rcv_nxt + SLIP_MIN(tcp_rcv_space(c), 65535u);
     c->snd_wl1 = s->seq - 1;
@@ -535,6 +539,7 @@ static void input_syn_sent(struct ip_env *env, struct tcp_shared *sh, struct tcp
         tcp_timer__stop(c, TT_REXMT);
         tcp_cc__get(c->cc_algo)->init(c);
         tcp_set_state(sh, c, TCPS_ESTABLISHED);
+        c->last_data_rx = c->last_data_tx = c->last_ack_rx = env->now;     /* TCP_INFO counts from here */
         tcp_timer__keep_restart(env, sh, c);
         c->flags |= TCPF_ACK_NOW;
         /* Text or FIN on the SYN-ACK: continue at the sixth step. */
@@ -696,6 +701,7 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         c->snd_wl1 = s->seq;
         c->snd_wl2 = s->ack;
         tcp_set_state(sh, c, (c->flags & TCPF_FIN_QUEUED) ? TCPS_FIN_WAIT_1 : TCPS_ESTABLISHED);
+        c->last_data_rx = c->last_data_tx = env->now;     /* TCP_INFO counts from here */
         tcp_timer__keep_restart(env, sh, c);
     }
     if (c->state == TCPS_TIME_WAIT) {

@@ -89,6 +89,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         /* RFC 9293 §3.7.1: our MSS from the route MTU (RFC 6691: minus fixed headers only). */
         r.opts.has_mss = true;
         r.opts.mss = tcp_conn__route_mss(env, c);
+        c->adv_mss = r.opts.mss;
         if (active_syn || (c->flags & TCPF_WS_OK)) {
             r.opts.has_wscale = true;
             r.opts.wscale = c->rcv_wscale;
@@ -166,6 +167,8 @@ int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if ((c->flags & TCPF_RTT_TIMING) && seq_leq(seq, c->rt_seq) && seq_lt(c->rt_seq, seq + len + 1))
             c->flags &= ~TCPF_RTT_TIMING;
     }
+    if (rc == 0 && len)
+        c->last_data_tx = env->now;     /* TCP_INFO last_data_sent */
     if (rc == 0 && !(flags & (WIRE_TCP_SYN | WIRE_TCP_RST)) && (len || (flags & WIRE_TCP_FIN))) {
         /* RFC 8985 §5.2: remember when this range left; RFC 6937: count what recovery sent. */
         tcp_rack__sent(c, seq, seq + len + !!(flags & WIRE_TCP_FIN), env->now);
@@ -288,6 +291,8 @@ static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
  * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
 static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
 {
+    if (c->flags & TCPF_PUSH_HELD)
+        return len == left;
     if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK))) {
         if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
             return true;
@@ -295,6 +300,31 @@ static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t le
     if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK)))
         return true;
     return false;
+}
+
+/* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
+ * data waits that cwnd would let out but the peer's window does not; the send-buffer limit
+ * ends once there is room again. */
+static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, slip_time_t now)
+{
+    if (c->sndq.bytes == 0) {
+        tcp_chrono__stop(c, TCP_CHRONO_BUSY, now);
+        return;
+    }
+    if (c->chrono_type == TCP_CHRONO_NONE)
+        tcp_chrono__start(c, TCP_CHRONO_BUSY, now);
+    bool rwnd = false;
+    if (seq_lt(c->snd_nxt, data_end)) {
+        uint32_t next = SLIP_MIN(data_end - c->snd_nxt, dmss);
+        bool cwnd_room = tcp_flight(c) + next <= c->cwnd;
+        rwnd = cwnd_room && seq_gt(c->snd_nxt + next, c->snd_una + c->snd_wnd);
+    }
+    if (rwnd)
+        tcp_chrono__start(c, TCP_CHRONO_RWND, now);
+    else
+        tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
+    if (c->sndq.bytes < c->sndbuf)
+        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
 }
 
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -388,7 +418,9 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             if (fin_now)
                 flags |= WIRE_TCP_FIN;
         }
-        if (len && seq + len == data_end)
+        /* PSH on the segment that empties the queue, unless the application said more follows
+         * (MSG_MORE: Linux marks no push for it either). */
+        if (len && seq + len == data_end && !(c->flags & TCPF_MORE))
             flags |= WIRE_TCP_PSH;
         rc = tcp_output__segment(env, sh, c, seq, len, flags);
         if (rc < 0)
@@ -424,6 +456,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     if (sent_new)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
+    chrono_update(c, data_end, dmss, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)
@@ -431,9 +464,12 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     /* RFC 9293 §3.8.6.1: data waiting, a window too small to use (zero, or below what sender
      * SWS avoidance lets out) and nothing in flight to elicit an ACK: the persist timer probes,
-     * or after it sends what fits (the SWS override timeout of §3.8.6.2.1). */
+     * or after it sends what fits (the SWS override timeout of §3.8.6.2.1). Data that TCP_CORK
+     * or MSG_MORE hold with nothing in flight is sent by the same timer: the ceiling of tcp(7)
+     * ("at most 200 ms"), which Linux implements with its probe timer after one RTO too. */
+    bool held = (c->flags & (TCPF_CORK | TCPF_MORE)) != 0;
     if (seq_lt(c->snd_nxt, data_end) && c->snd_max == c->snd_una && !tcp_timer__armed(c, TT_REXMT) &&
-        !tcp_timer__armed(c, TT_PERSIST) && c->snd_wnd < SLIP_MIN(dmss, data_end - c->snd_nxt)) {
+        !tcp_timer__armed(c, TT_PERSIST) && (held || c->snd_wnd < SLIP_MIN(dmss, data_end - c->snd_nxt))) {
         c->persist_shift = 0;
         tcp_timer__set(sh, c, TT_PERSIST, env->now + tcp_rto(c));
     }

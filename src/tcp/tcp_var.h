@@ -46,6 +46,10 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
                     uint16_t rport, uint32_t iss);
 /* A child finished its handshake: onto the listener's accept queue; -ENOSPC when it is full. */
 int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c);
+/* RFC 6928: the initial window is IW10 in segments of the effective send MSS. The congestion
+ * control set cwnd from the route's MSS when the connection was made; once the peer's SYN (or
+ * the SYN cookie) lowered the MSS, this brings cwnd down to that many segments of it. */
+void tcp_conn__clamp_iw(struct tcp_conn *c);
 /* Send MSS from the route towards raddr (MTU minus 40, bounded by the frame size and TCP_MAXSEG). */
 uint16_t tcp_conn__route_mss(struct ip_env *env, const struct tcp_conn *c);
 static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct tcp_conn *c)
@@ -92,6 +96,11 @@ static inline uint32_t tcp_ts_now(slip_time_t now) { return (uint32_t)(now / SLI
 uint32_t tcp_flight(const struct tcp_conn *c);
 /* Usable send MSS for data segments, options subtracted. */
 uint32_t tcp_output__data_mss(const struct tcp_conn *c);
+
+/* Linux's chrono (tcp_chrono_start/stop): start switches to kind when it is later than the one
+ * running; stop of the running kind falls back to BUSY while data is queued, else to NONE. */
+void tcp_chrono__start(struct tcp_conn *c, uint8_t kind, slip_time_t now);
+void tcp_chrono__stop(struct tcp_conn *c, uint8_t kind, slip_time_t now);
 
 /* tcp_reass.c */
 /* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. */

@@ -26,9 +26,7 @@ PASS_TIMEOUT_S = 120
 NAMES = subprocess.run([PY, APP, "--list"], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
 
 # Documented deviations (docs/COMPLIANCE.md, "POSIX socket layer"): expected to differ.
-KNOWN = {
-    "msg_more_alone": "COMPLIANCE.md: MSG_MORE holds the tail until the next send without it",
-}
+KNOWN = {}
 
 
 class Outcomes(dict):

@@ -1082,6 +1082,82 @@ def sc_tcp_maxseg(o):
 
 
 @scenario
+def sc_tcp_info_full(o):
+    """TCP_INFO as large as this kernel's struct tcp_info, later fields with Linux's meaning."""
+    s = socket.socket()
+    s.connect((PEER, ECHO))
+    s.sendall(b"i" * 100)
+    got = b""
+    while len(got) < 100:
+        got += s.recv(100 - len(got))
+    time.sleep(0.05)
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1024)
+    o["len"] = len(info)
+    u8 = lambda off: info[off]
+    u32 = lambda off: struct.unpack_from("I", info, off)[0]
+    u64 = lambda off: struct.unpack_from("Q", info, off)[0]
+    o["state"] = u8(0)
+    o["ca_state"] = u8(1)
+    o["unacked"] = u32(24)
+    o["sacked"] = u32(28)
+    o["last_data_recv_lt_1s"] = 0 < u32(52) < 1000 or u32(52) == 0
+    o["last_ack_recv_lt_1s"] = u32(56) < 1000
+    o["snd_ssthresh"] = hex(u32(76))
+    o["advmss"] = u32(84)
+    o["reordering"] = u32(88)
+    o["total_retrans"] = u32(100)
+    o["bytes_received"] = u64(128)
+    o["notsent"] = u32(144)
+    o["rwnd_limited"] = u64(176)
+    o["sndbuf_limited"] = u64(184)
+    o["bytes_sent"] = u64(200)
+    o["bytes_retrans"] = u64(208)
+    o["snd_wnd_gt_0"] = len(info) > 228 and u32(228) > 0
+    s.close()
+
+
+@scenario
+def sc_msg_zerocopy(o):
+    """SO_ZEROCOPY + MSG_ZEROCOPY: completions reach the error queue (POLLERR), cover every send,
+    and the error queue never yields stream data."""
+    SO_ZEROCOPY, MSG_ZEROCOPY = 60, 0x4000000
+    s = socket.socket()
+    s.connect((PEER, ECHO))
+    o["ignored_without_so_zerocopy"] = s.send(b"z" * 10, MSG_ZEROCOPY)
+    o["errqueue_empty"] = attempt(s.recvmsg, 1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+    o["set"] = attempt(s.setsockopt, socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+    o["get"] = s.getsockopt(socket.SOL_SOCKET, SO_ZEROCOPY)
+    for _ in range(3):
+        o.setdefault("sent", []).append(s.send(b"z" * 1000, MSG_ZEROCOPY))
+    ids, deadline = set(), time.monotonic() + 3
+    p = select.poll()
+    p.register(s, select.POLLERR)
+    while len(ids) < 3 and time.monotonic() < deadline:
+        if not p.poll(200):
+            continue
+        try:
+            _, anc, flags, _ = s.recvmsg(1, 1024, socket.MSG_ERRQUEUE)
+        except BlockingIOError:
+            continue
+        for level, typ, data in anc:
+            errno_, origin, _, _, _, lo, hi = struct.unpack_from("IBBBBII", data)
+            o["cmsg"] = [level, typ, errno_, origin]
+            ids.update(range(lo, hi + 1))
+        o["flags_errqueue"] = bool(flags & socket.MSG_ERRQUEUE)
+    o["ids"] = sorted(ids)
+    o["errqueue_drained"] = attempt(s.recvmsg, 1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+    got = b""
+    s.settimeout(3)
+    while len(got) < 3010:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+    o["echoed"] = len(got)
+    s.close()
+
+
+@scenario
 def sc_ip_tos(o):
     s = socket.socket()
     o["default"] = s.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)

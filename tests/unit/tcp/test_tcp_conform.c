@@ -1,0 +1,343 @@
+/* Conformance bugs found by packetdrill's TCP scripts (issue 15), one test each, against crafted
+ * peer segments: the initial window on a connection whose peer lowered the MSS (RFC 6928), a
+ * receive window the peer shrank (never send past the right edge it offers), TCP_NODELAY
+ * pushing what TCP_CORK holds and the 200 ms ceiling of TCP_CORK / MSG_MORE (tcp(7)), a
+ * connection reset before accept() (Linux still hands it out), and the fields of TCP_INFO.
+ * We are 198.18.0.2, the crafted peer 198.18.0.1. */
+#include "tests/unit/tcp/tcp_test.h"
+
+struct cf {
+    struct harness h;
+    struct tcp_shared *sh;
+    struct ip_env *env;
+    int l;
+    slip_idx_t c;
+    uint32_t iss, pseq;
+};
+
+static void cf_init(struct cf *s)
+{
+    memset(s, 0, sizeof(*s));
+    harness_init(&s->h);
+    s->sh = t_new_shared(64);
+    s->env = &s->h.env;
+    s->l = -1;
+}
+
+static void cf_fini(struct cf *s)
+{
+    tcp_shared__purge(s->sh, &s->h.pool);
+    free(s->sh);
+    harness_fini(&s->h);
+}
+
+static void pseg(struct cf *s, uint8_t flags, uint32_t seq, uint32_t ack, const void *data, size_t len, uint16_t win)
+{
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = seq, .ack = ack, .flags = flags, .win = win,
+                      .data = data, .len = len };
+    t_feed(&s->h, s->sh, &t);
+}
+
+static struct tcp_conn *C(struct cf *s) { return tcp_conn__get(s->sh, s->c); }
+
+/* LISTEN, the peer's SYN with MSS mss and window scale 7 (no timestamps), our SYN-ACK, the
+ * peer's ACK (window win << 7). With accept, s->c is the accepted connection. */
+static void cf_handshake(struct cf *s, uint16_t mss, uint16_t win, bool accept)
+{
+    s->l = tcp_conn__open(s->sh);
+    CHECK(s->l, >=, 0);
+    CHECK(tcp_conn__listen(s->sh, (slip_idx_t)s->l, 0, 80, 8), ==, 0);
+    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 65535,
+                        .opts = t_synopts(mss, 7, true, false, 0) };
+    t_feed(&s->h, s->sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s->h, &o), ==, true);
+    s->iss = o.th.seq;
+    s->pseq = 1001;
+    h_free_sent(&s->h);
+    pseg(s, WIRE_TCP_ACK, s->pseq, s->iss + 1, NULL, 0, win);
+    if (accept) {
+        int c = tcp_conn__accept(s->sh, (slip_idx_t)s->l);
+        CHECK(c, >=, 0);
+        s->c = (slip_idx_t)c;
+        CHECK(C(s)->state, ==, TCPS_ESTABLISHED);
+    }
+}
+
+static ssize_t cf_send(struct cf *s, size_t len, unsigned flags)
+{
+    static char buf[65536];
+    memset(buf, 'x', sizeof(buf));
+    struct iovec iov = { buf, len };
+    return tcp_conn__send(s->env, s->sh, s->c, &iov, 1, flags);
+}
+
+/* Bytes of data in the frames sent since the last h_free_sent, and the highest end. */
+static uint32_t sent_bytes(struct cf *s, unsigned *nseg, uint32_t *max_end)
+{
+    uint32_t bytes = 0;
+    *nseg = 0;
+    *max_end = s->iss + 1;
+    for (unsigned i = 0; i < s->h.nsent; i++) {
+        struct tout o;
+        CHECK(t_sent(&s->h, i, &o), ==, true);
+        if (!o.len)
+            continue;
+        (*nseg)++;
+        bytes += o.len;
+        if (seq_gt(o.th.seq + o.len, *max_end))
+            *max_end = o.th.seq + o.len;
+    }
+    return bytes;
+}
+
+/* Runs timers up to now + dt. */
+static void advance(struct cf *s, slip_time_t dt)
+{
+    slip_time_t end = s->env->now + dt;
+    for (;;) {
+        slip_time_t next = tcp_timer__poll(s->env, s->sh);
+        if (next > end)
+            break;
+        s->env->now = next > s->env->now ? next : s->env->now;
+        tcp_timer__poll(s->env, s->sh);
+    }
+    s->env->now = end;
+    tcp_timer__poll(s->env, s->sh);
+}
+
+static void cf_close(struct cf *s)
+{
+    tcp_conn__abort(s->env, s->sh, s->c);
+    tcp_conn__close(s->env, s->sh, (slip_idx_t)s->l);
+    cf_fini(s);
+}
+
+/* RFC 6928: at most 10 segments of the effective MSS leave before the first ACK. The peer's SYN
+ * says 1000: 10 segments of 1000 bytes, not 14 (cwnd from the route's 1460-byte MSS). */
+TEST(test_iw10_in_segments_of_the_peer_mss)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);      /* window 256000: cwnd is the limit */
+    CHECK(cf_send(&s, 30000, 0), ==, 30000);
+    unsigned n;
+    uint32_t end;
+    uint32_t bytes = sent_bytes(&s, &n, &end);
+    CHECK(n, ==, 10u);
+    CHECK(bytes, ==, 10000u);
+    CHECK(C(&s)->cwnd, ==, 10000u);
+    cf_close(&s);
+}
+
+/* tcp(7): setting TCP_NODELAY pushes what TCP_CORK holds (with PSH), and what MSG_MORE holds
+ * (without PSH: the application said more follows), as Linux does (packetdrill's
+ * nagle/sockopt_cork_nodelay). */
+TEST(test_nodelay_pushes_what_cork_and_msg_more_hold)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    struct tout o;
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 1);
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    s.env->now += 50 * SLIP_MSEC;
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 80u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK | WIRE_TCP_PSH);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 81, NULL, 0, 257);
+    h_free_sent(&s.h);
+    /* The cork stays for later writes. */
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 0);
+    CHECK(s.h.nsent, ==, 1u);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 121, NULL, 0, 257);
+    h_free_sent(&s.h);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 0);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 80u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK);
+    cf_close(&s);
+}
+
+/* tcp(7): TCP_CORK (and MSG_MORE) hold a partial segment at most 200 ms; Linux sends it (with
+ * PSH) from its probe timer one RTO after nothing was left in flight. Before the fix it stayed
+ * unsent for ever. */
+TEST(test_cork_and_msg_more_hold_at_most_an_rto)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    struct tout o;
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 1);
+    CHECK(cf_send(&s, 40, 0), ==, 40);
+    advance(&s, 150 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);    /* the handshake's RTT sample gave the 200 ms floor */
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 40u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK | WIRE_TCP_PSH);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 41, NULL, 0, 257);
+    h_free_sent(&s.h);
+    tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CORK, 0);
+    CHECK(cf_send(&s, 40, TCP_SEND_MORE), ==, 40);
+    advance(&s, 150 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 40u);
+    cf_close(&s);
+}
+
+/* A connection reset while it waits on the accept queue is still handed out by accept(), as
+ * Linux does (packetdrill's fastopen/server/reset-non-tfo-socket): CLOSED, its first write
+ * reports ECONNRESET, the data that came before the reset can be read, then end of stream.
+ * Without data the first read reports the reset. Before the fix the child was freed and a
+ * blocking accept() waited for ever. */
+TEST(test_reset_before_accept_is_still_accepted)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1460, 257, false);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, "0123456789", 10, 257);
+    pseg(&s, WIRE_TCP_RST | WIRE_TCP_ACK, s.pseq + 10, s.iss + 1, NULL, 0, 257);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(cf_send(&s, 100, 0), ==, -ECONNRESET);
+    char buf[64];
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 10);
+    CHECK_MEM(buf, "0123456789", 10);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 0);
+    tcp_conn__close(s.env, s.sh, s.c);
+    CHECK(tcp_conn__accept(s.sh, (slip_idx_t)s.l), ==, -EAGAIN);
+
+    /* A second one, reset without data: the first read reports it. */
+    struct tseg syn = { .sport = 5556, .dport = 80, .seq = 7000, .flags = WIRE_TCP_SYN, .win = 65535,
+                        .opts = t_synopts(1460, 7, true, false, 0) };
+    t_feed(&s.h, s.sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    struct tseg ack = { .sport = 5556, .dport = 80, .seq = 7001, .ack = o.th.seq + 1, .flags = WIRE_TCP_ACK,
+                        .win = 257 };
+    t_feed(&s.h, s.sh, &ack);
+    ack.flags = WIRE_TCP_RST;
+    t_feed(&s.h, s.sh, &ack);
+    c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, -ECONNRESET);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 0);
+    tcp_conn__close(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    CHECK(s.sh->nused, ==, 0u);
+    cf_fini(&s);
+}
+
+/* Never send past the right edge the peer offers, also when it moved the edge back (packetdrill's
+ * tcp_info/tcp-info-rwnd-limited: a window of 10 bytes after 2000, then a 1000-byte write). */
+TEST(test_shrunk_window_is_respected)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    s.iss = o.th.seq;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 0, .ack = s.iss + 1,
+                       .flags = WIRE_TCP_SYN | WIRE_TCP_ACK, .win = 0, .opts = t_synopts(1000, -1, true, false, 0) };
+    t_feed(&s.h, s.sh, &sa);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    h_free_sent(&s.h);
+    struct tseg a = { .sport = 80, .dport = 40000, .seq = 1, .ack = s.iss + 1, .flags = WIRE_TCP_ACK };
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    advance(&s, 100 * SLIP_MSEC);
+    h_free_sent(&s.h);
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.rwnd_limited_us, >=, 99000u);
+    CHECK(in.rwnd_limited_us, <=, 101000u);
+    a.win = 2000;
+    t_feed(&s.h, s.sh, &a);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.len, ==, 1000u);
+    h_free_sent(&s.h);
+    s.env->now += 30 * SLIP_MSEC;
+    a.ack = s.iss + 1001;
+    a.win = 10;
+    t_feed(&s.h, s.sh, &a);
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    unsigned n;
+    uint32_t end;
+    sent_bytes(&s, &n, &end);
+    CHECK(seq_leq(end, s.iss + 1001 + 10), ==, true);
+    advance(&s, 100 * SLIP_MSEC);
+    sent_bytes(&s, &n, &end);
+    CHECK(seq_leq(end, s.iss + 1001 + 10), ==, true);
+    a.win = 2000;
+    t_feed(&s.h, s.sh, &a);
+    sent_bytes(&s, &n, &end);
+    CHECK(end, ==, s.iss + 2001);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.rwnd_limited_us, >=, 199000u);
+    CHECK(in.rwnd_limited_us, <=, 201000u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
+/* TCP_INFO's later fields with Linux's meaning: advmss (what our SYN offered), the times since
+ * the last data and ACK (from the handshake on), ca_state (Disorder or Recovery) with sacked in
+ * segments when a SACK reports a hole, busy time. Before, these were all 0. */
+TEST(test_tcp_info_fields)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);
+    struct tcp_conn_info in;
+    advance(&s, 500 * SLIP_MSEC);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.advmss, ==, (uint32_t)C(&s)->adv_mss);
+    CHECK(in.advmss, >, 1000u);
+    CHECK(in.last_data_recv_ms, ==, 500u);
+    CHECK(in.last_ack_recv_ms, ==, 500u);
+    CHECK(in.ca_state, ==, 0);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, "abc", 3, 2000);
+    s.pseq += 3;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.last_data_recv_ms, ==, 0u);
+    CHECK(cf_send(&s, 3000, 0), ==, 3000);
+    /* The peer got the third segment only: SACK [2001, 3001). */
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = s.pseq, .ack = s.iss + 1, .flags = WIRE_TCP_ACK,
+                      .win = 2000 };
+    t.opts.nsack = 1;
+    t.opts.sack[0].left = s.iss + 2001;
+    t.opts.sack[0].right = s.iss + 3001;
+    t_feed(&s.h, s.sh, &t);
+    s.env->now += 5 * SLIP_MSEC;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.ca_state, ==, (C(&s)->flags & TCPF_RECOVERY) ? 3 : 1);  /* Recovery, else Disorder */
+    CHECK(in.sacked, ==, 1u);
+    CHECK(in.unacked, ==, 3000u);
+    CHECK(in.busy_us, ==, 5000u);
+    cf_close(&s);
+}
+
+TEST_MAIN()
