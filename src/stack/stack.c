@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sandbox.h"
 #include "base/env.h"
 #include "base/log.h"
 #include "ctl/ctl.h"
@@ -219,7 +220,8 @@ static void stack_unlock(struct slip_stack *s)
 static void proc_register(struct slip_stack *s, int want)
 {
     struct slip_procs *t = &s->shm->procs;
-    s->reap_ok = slip_proc__start_time(g_pid) != 0;
+    uint64_t self = slip_proc__start_time(g_pid);
+    s->reap_ok = self != 0 && self != SLIP_PROC_START_UNKNOWN;
     s->proc = -1;
     if (want >= 0 && want < SLIP_PROC_MAX) {
         int32_t cur = __atomic_load_n(&t->p[want].pid, __ATOMIC_ACQUIRE);
@@ -775,6 +777,8 @@ static bool tcp_res_done(struct slip_stack *s, unsigned i)
  * making new connections 5 % of its core (the slots of its LAST_ACK connections are anywhere). */
 static void tcp_res_reap(struct slip_stack *s)
 {
+    if (slip_sandbox__limited())
+        return;     /* steering map updates (bpf) are left to a poll outside the sandbox */
     uint32_t seq = s->tcp->freed_seq, seen = s->shm->tres_seen;
     s->shm->tres_seen = seq;
     if (!s->shm->tres_pending || seq == seen)
@@ -1077,6 +1081,17 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
             fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
     if (n < max)
         fds[n++] = ctl__fd(s->ctl);
+    return n;
+}
+
+int slip_stack__own_fds(struct slip_stack *s, int *fds, int max)
+{
+    int n = slip_stack__export_fds(s, fds, max);
+    int more[6] = { s->doorbell, s->accept_bell, s->epfd };
+    int m = 3 + ctl__fds(s->ctl, more + 3);
+    for (int i = 0; i < m && n < max; i++)
+        if (more[i] >= 0)
+            fds[n++] = more[i];
     return n;
 }
 
