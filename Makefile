@@ -57,7 +57,7 @@ test-system: build
 # The real-programs suite alone (also part of test-system): nginx, curl, iperf3, sockperf, redis,
 # memcached, Python, asyncio/uvloop, sshd with its seccomp sandbox, Node, MariaDB, Go and static programs
 # (reported, on the kernel), immediate restarts, netperf's TCP_MAERTS pattern, threads, stdio.
-APP_TESTS = test_apps.py test_sshd.py test_node.py test_mariadb.py test_go.py test_restart.py test_maerts.py \
+APP_TESTS = test_apps.py test_sshd.py test_seccomp.py test_node.py test_mariadb.py test_go.py test_restart.py test_maerts.py \
             test_threads.py test_io_uring.py test_stdio.py test_blocking_calls.py
 test-apps: deps build
 	$(SYSTEST) $(addprefix tests/system/,$(APP_TESTS)) || { \

@@ -114,6 +114,12 @@ __attribute__((constructor)) static void preload_ctor(void)
 {
     preload_init();
     preload_sandbox_inherited();
+    if (slip_env__text(SLIP_ENV_ATTACH) && slip_sandbox__limited()) {
+        /* Attaching takes calls the inherited filter may kill us for (netlink, getsockopt). */
+        slip_warn("this image runs under a seccomp filter it inherited: the accelerated sockets it inherited "
+                  "are not usable here (not accelerated)");
+        return;
+    }
     if (slip_env__text(SLIP_ENV_ATTACH)) {
         preload_depth++;
         struct slip_config cfg;
@@ -225,8 +231,12 @@ static void *progress_main(void *arg)
     slip_sandbox__thread_started();
     for (;;) {
         pthread_mutex_lock(&g_progress_mu);
-        slip_stack__reap(s);    /* processes that died holding sockets: release them */
-        share_keep(s);          /* programs joining the stack */
+        /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
+         * leaves them to the stack's other processes. */
+        if (!slip_sandbox__limited()) {
+            slip_stack__reap(s);    /* processes that died holding sockets: release them */
+            share_keep(s);          /* programs joining the stack */
+        }
         int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
         pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
