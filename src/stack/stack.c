@@ -1087,8 +1087,8 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
 int slip_stack__own_fds(struct slip_stack *s, int *fds, int max)
 {
     int n = slip_stack__export_fds(s, fds, max);
-    int more[6] = { s->doorbell, s->accept_bell, s->epfd };
-    int m = 3 + ctl__fds(s->ctl, more + 3);
+    int more[6] = { s->doorbell, s->accept_bell, s->epfd, -1, -1, -1 };
+    int m = 3 + (s->ctl ? ctl__fds(s->ctl, more + 3) : 0);
     for (int i = 0; i < m && n < max; i++)
         if (more[i] >= 0)
             fds[n++] = more[i];
