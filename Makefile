@@ -6,7 +6,7 @@ BUILD_SAN  ?= build-san
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 5
 
-.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system testbed testbed-down bench clean \
+.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system test-apps testbed testbed-down bench netperf clean \
         conformance conformance-deps
 
 all: build
@@ -54,6 +54,22 @@ test-system: build
 	$(SYSTEST) tests/system || { \
 	  echo "test-system: FLAKY? running the failed tests once more (a second failure fails the run)"; \
 	  $(SYSTEST) --last-failed --last-failed-no-failures none tests/system; }
+
+# The real-programs suite alone (also part of test-system): nginx, curl, iperf3, sockperf, redis,
+# memcached, Python, asyncio/uvloop, sshd with its seccomp sandbox, Node, MariaDB, Go and static programs
+# (reported, on the kernel), immediate restarts, netperf's TCP_MAERTS pattern, threads, stdio.
+APP_TESTS = test_apps.py test_sshd.py test_seccomp.py test_node.py test_mariadb.py test_go.py test_restart.py test_maerts.py \
+            test_threads.py test_io_uring.py test_stdio.py test_blocking_calls.py
+test-apps: deps build
+	$(SYSTEST) $(addprefix tests/system/,$(APP_TESTS)) || { \
+	  echo "test-apps: FLAKY? running the failed tests once more (a second failure fails the run)"; \
+	  $(SYSTEST) --last-failed --last-failed-no-failures none $(addprefix tests/system/,$(APP_TESTS)); }
+
+# Opt-in, never needed by `make test`: netperf built from its source (not in Debian main) into
+# build/netperf, for trying netperf's own tests by hand against slipstream (needs git, network,
+# autoconf and automake).
+netperf:
+	scripts/netperf.sh $(BUILD)/netperf
 
 testbed: build
 	$(PYTHON) scripts/testbed.py up

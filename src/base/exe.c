@@ -1,4 +1,4 @@
-/* Static-binary detection and sibling files (exe.h). */
+/* Static-binary and Go-program detection and sibling files (exe.h). */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +30,43 @@ int slip_exe__is_static(const char *path)
             }
         }
     }
+    close(fd);
+    return rc;
+}
+
+int slip_exe__is_go(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    Elf64_Ehdr eh;
+    if (fd < 0)
+        return -1;
+    int rc = -1;
+    if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum)
+        goto out;
+    /* The section names: every offset and size read from the file is bounded before use. */
+    Elf64_Shdr strs;
+    if (pread(fd, &strs, sizeof(strs), (off_t)(eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof(Elf64_Shdr))) !=
+        sizeof(strs))
+        goto out;
+    rc = 0;
+    for (int i = 0; i < eh.e_shnum && i < 4096; i++) {
+        Elf64_Shdr sh;
+        char name[sizeof(".note.go.buildid")];
+        if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + (uint64_t)i * sizeof(Elf64_Shdr))) != sizeof(sh))
+            break;
+        if (sh.sh_name >= strs.sh_size)
+            continue;
+        ssize_t n = pread(fd, name, sizeof(name) - 1, (off_t)(strs.sh_offset + sh.sh_name));
+        if (n <= 0)
+            continue;
+        name[n] = 0;
+        if (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".note.go.buildid")) {
+            rc = 1;
+            break;
+        }
+    }
+out:
     close(fd);
     return rc;
 }

@@ -12,6 +12,11 @@
  * preload). */
 int slip_exe__is_static(const char *path);
 
+/* 1 when path is a 64-bit ELF file built by Go (a .go.buildinfo or .note.go.buildid section):
+ * its runtime makes system calls itself, not through libc, so LD_PRELOAD sees none of its
+ * sockets even when it is dynamically linked. 0 when not, -1 when unreadable or not ELF. */
+int slip_exe__is_go(const char *path);
+
 /* The first of rel[0..n) (paths relative to the folder holding file) that access() allows with
  * amode, written to out: 0, or -ENOENT when none does. */
 int slip_exe__beside(const char *file, const char *const *rel, size_t n, int amode, char *out, size_t len);

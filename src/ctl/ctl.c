@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "base/log.h"
+#include "base/sandbox.h"
 #include "ctl/ctl_apply.h"
 
 /* Big enough for the kernel's largest dump chunk (it fills up to 32 KiB per recvmsg). */
@@ -213,6 +214,14 @@ int ctl__fd(const struct ctl *c)
     return mnl_socket_get_fd(c->ev);
 }
 
+int ctl__fds(const struct ctl *c, int fds[3])
+{
+    fds[0] = mnl_socket_get_fd(c->ev);
+    fds[1] = mnl_socket_get_fd(c->dump);
+    fds[2] = mnl_socket_get_fd(c->req);
+    return 3;
+}
+
 /* Acks and errors of ctl__resolve requests; nothing waits for them, they only must not pile up. */
 static void drain_req(struct ctl *c)
 {
@@ -228,6 +237,8 @@ static void drain_req(struct ctl *c)
 int ctl__process(struct ctl *c)
 {
     int applied = 0;
+    if (slip_sandbox__limited())
+        return 0;       /* no netlink in a sandbox: the tables are shared, others keep them */
     bool resync = false;
     drain_req(c);
     for (int reads = 0; reads < CTL_PROCESS_BUDGET; reads++) {
@@ -268,6 +279,8 @@ int ctl__process(struct ctl *c)
 
 int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip)
 {
+    if (slip_sandbox__limited())
+        return -EPERM;  /* as above; the next packet to ip from another thread asks again */
     /* NTF_USE on a PERMANENT entry would strip PERMANENT (__neigh_update with NEIGH_UPDATE_F_USE
      * keeps old & ~NUD_PERMANENT), and NOARP entries never need asking. */
     uint32_t n = SLIP_MIN(c->t->nneighs, (uint32_t)CTL_MAX_NEIGHS);

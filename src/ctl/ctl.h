@@ -98,6 +98,8 @@ int ctl__open(struct ctl **out, struct ctl_tables *t);
 void ctl__close(struct ctl *c);
 /* Fd that becomes readable when updates are pending (for epoll). */
 int ctl__fd(const struct ctl *c);
+/* Every netlink socket of c (3), for a caller that must keep them open. */
+int ctl__fds(const struct ctl *c, int fds[3]);
 /* Applies every pending update without blocking. Returns how many were applied, or -errno. */
 int ctl__process(struct ctl *c);
 /* Asks the kernel to resolve ip on ifindex (RTM_NEWNEIGH with NTF_USE): the kernel sends the ARP

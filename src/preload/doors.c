@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <linux/seccomp.h>
 #include <sys/uio.h>
 #include <dlfcn.h>
 
@@ -281,6 +282,10 @@ EXPORT long syscall(long nr, ...)
         errno = ENOSYS;
         return -1;
     }
+    if (nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_FILTER)
+        preload_sandbox_entered(SECCOMP_MODE_FILTER, (unsigned long)a[1]);   /* sandbox.c */
+    if (nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_STRICT)
+        preload_sandbox_entered(SECCOMP_MODE_STRICT, 0);
     if (!real)
         real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
     return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);

@@ -19,6 +19,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "base/sandbox.h"
 #include "preload/preload.h"
 #include "stack/share.h"
 #include "stack/stack.h"
@@ -112,6 +113,13 @@ static void progress_atfork_child(void);
 __attribute__((constructor)) static void preload_ctor(void)
 {
     preload_init();
+    preload_sandbox_inherited();
+    if (slip_env__text(SLIP_ENV_ATTACH) && slip_sandbox__limited()) {
+        /* Attaching takes calls the inherited filter may kill us for (netlink, getsockopt). */
+        slip_warn("this image runs under a seccomp filter it inherited: the accelerated sockets it inherited "
+                  "are not usable here (not accelerated)");
+        return;
+    }
     if (slip_env__text(SLIP_ENV_ATTACH)) {
         preload_depth++;
         struct slip_config cfg;
@@ -220,10 +228,15 @@ static void *progress_main(void *arg)
 {
     struct slip_stack *s = arg;
     preload_depth = 1;          /* everything this thread calls goes straight to libc */
+    slip_sandbox__thread_started();
     for (;;) {
         pthread_mutex_lock(&g_progress_mu);
-        slip_stack__reap(s);    /* processes that died holding sockets: release them */
-        share_keep(s);          /* programs joining the stack */
+        /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
+         * leaves them to the stack's other processes. */
+        if (!slip_sandbox__limited()) {
+            slip_stack__reap(s);    /* processes that died holding sockets: release them */
+            share_keep(s);          /* programs joining the stack */
+        }
         int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
         pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
@@ -257,7 +270,9 @@ static void progress_start(void)
     uint64_t off;
     char err[256];
     slip_env__get(SLIP_ENV_NO_PROGRESS_THREAD, &off, err, sizeof(err));
-    if (!g_pre.stack || off)
+    /* A thread made now by a filtered thread would be filtered too (and a sandbox may not
+     * allow making one at all): the program's own waits drive the stack instead. */
+    if (!g_pre.stack || off || slip_sandbox__limited())
         return;
     /* in a fork child the parent's thread may have held it at the fork */
     pthread_mutex_init(&g_progress_mu, NULL);
@@ -286,6 +301,11 @@ static void stack_at_exit(void)
     if (!g_pre.stack || done)
         return;
     done = true;                /* exit() ran it; an exit handler may still call _exit() */
+    /* Releasing sockets and steering entries takes calls a sandbox forbids: the other
+     * processes of the stack release a dead process's sockets (slip_stack__reap), as after a
+     * crash. */
+    if (slip_sandbox__limited())
+        return;
     preload_quiesce();
     /* The kernel closes a process's fds when it ends; ours are closed now, before the stack
      * lingers: their kernel sockets would otherwise keep listening ports (and bound UDP ports)
@@ -427,7 +447,10 @@ static struct slip_stack *stack_open_once(void)
     slip_config__defaults(&cfg);
     config_ifaces(&cfg);
     int rc = -ENODEV;
-    if (cfg.nifaces == 0)
+    if (slip_sandbox__limited())
+        /* Opening a stack takes calls no sandbox allows (bpf, netlink, AF_XDP sockets). */
+        snprintf(err, sizeof(err), "the program runs under a seccomp filter: its new sockets stay on the kernel");
+    else if (cfg.nifaces == 0)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0)
         rc = open_or_join(&cfg, err, sizeof(err));

@@ -156,6 +156,16 @@ void preload_stdio_inherited(void);
 void preload_stdio_at_exit(void);
 int preload_vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
 
+/* keep.c: fd is one of the stack's own; close_range that leaves those open. */
+bool preload_own_fd(int fd);
+int preload_close_range_keep(unsigned first, unsigned last, int flags);
+/* seccomp (sandbox.c): a filter (mode SECCOMP_MODE_*) is being installed with flags
+ * (SECCOMP_FILTER_FLAG_*); one inherited across exec (read at load); a wait's sleep, cut into
+ * short slices in a sandbox. */
+void preload_sandbox_entered(unsigned long mode, unsigned long flags);
+void preload_sandbox_inherited(void);
+int preload_sandbox_sleep_ms(int t);
+
 /* Readiness of an accelerated socket, as EPOLL* bits. */
 unsigned pfd_poll(struct pfd *p);
 /* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/sandbox.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
 #include "tcp/cc/cc.h"
@@ -195,7 +196,8 @@ static int futex_sleep(struct slip_stack *s, const int *socks, const uint32_t *g
 
 bool preload_futex_usable(void)
 {
-    return __atomic_load_n(&g_waitv, __ATOMIC_RELAXED) != 0;
+    /* futex_waitv is not on sandboxes' lists (futex is): a filtered thread polls instead. */
+    return __atomic_load_n(&g_waitv, __ATOMIC_RELAXED) != 0 && !slip_sandbox__limited();
 }
 
 void preload_poller_leave(void)
@@ -294,11 +296,13 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
         struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
         int fds[SLIP_WAIT_FDS_MAX];
         int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX);
+        if (slip_sandbox__limited())
+            n = 0;          /* no more fds than the program itself would poll (sandbox.c) */
         for (int i = 0; i < n; i++)
             pf[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
         if (extra_fd >= 0)
             pf[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
-        int t = preload_sleep_ms(s, left);
+        int t = preload_sandbox_sleep_ms(preload_sleep_ms(s, left));
         slip_stack__sleepers(s, 1);
         /* Counted as a sleeper before the last look: a poll that delivers from now on rings the
          * doorbell we sleep on, so nothing slips in between the look and the sleep. */
@@ -615,6 +619,8 @@ void preload_fd_gone(int fd)
 
 int pre_close(int fd)
 {
+    if (g_pre.stack && preload_own_fd(fd))
+        return 0;       /* keep.c: the stack's own fds stay open */
     preload_fd_gone(fd);
     return real_close(fd);
 }
@@ -1396,5 +1402,5 @@ int pre_close_range(unsigned int first, unsigned int last, int flags)
                 close_sock_fd((int)fd, p);
             }
         }
-    return real_close_range(first, last, flags);
+    return preload_close_range_keep(first, last, flags);     /* keep.c */
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/sandbox.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
 
@@ -201,6 +202,10 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
         int t = ready || spinning ? 0 : preload_sleep_ms(s, left);
         if (!ready && left >= 0 && t > left)
             t = left;
+        if (slip_sandbox__limited()) {  /* no more fds than the program asked for (sandbox.c) */
+            nw = 0;
+            t = preload_sandbox_sleep_ms(t);
+        }
         int r = real_poll(k, nk + (nfds_t)nw, t);
         int saved = errno;
         slip_stack__sleepers(s, -1);

@@ -72,6 +72,8 @@ bool tcp_res_done(struct slip_stack *s, unsigned i)
 void tcp_res_reap(struct slip_stack *s)
 {
     STACK_ASSERT_LOCKED(s);
+    if (slip_sandbox__limited())
+        return;     /* steering map updates (bpf) are left to a poll outside the sandbox */
     uint32_t seq = s->tcp->freed_seq, seen = s->shm->tres_seen;
     s->shm->tres_seen = seq;
     if (!s->shm->tres_pending || seq == seen)

@@ -2,8 +2,11 @@
  * on pid, so processes that do not hold the stack lock may claim and reap. */
 #include "stack/proc.h"
 
+#include "base/sandbox.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,10 +14,16 @@
 uint64_t slip_proc__start_time(pid_t pid)
 {
     char path[64], buf[1024];
+    /* A sandbox may kill us for open or kill: nobody is declared dead from inside one. */
+    if (slip_sandbox__limited())
+        return SLIP_PROC_START_UNKNOWN;
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        /* No /proc here (a chroot: sshd's pre-authentication child), or no fd left (EMFILE,
+         * RLIMIT_NOFILE lowered): only ESRCH from kill says the process is gone. Reading
+         * "cannot open" as "dead" released every live process's sockets. */
+        return kill(pid, 0) < 0 && errno == ESRCH ? 0 : SLIP_PROC_START_UNKNOWN;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
@@ -84,8 +93,10 @@ bool slip_procs__dead(const struct slip_procs *t, int i)
     int32_t pid = __atomic_load_n(&t->p[i].pid, __ATOMIC_ACQUIRE);
     if (pid <= 0)
         return false;
-    uint64_t st = slip_proc__start_time(pid);
-    return st == 0 || st != t->p[i].start;
+    uint64_t st = slip_proc__start_time(pid), was = t->p[i].start;
+    if (st == SLIP_PROC_START_UNKNOWN || was == SLIP_PROC_START_UNKNOWN)
+        return st == 0;
+    return st == 0 || st != was;
 }
 
 bool slip_procs__take_dead(struct slip_procs *t, int i)

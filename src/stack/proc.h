@@ -37,7 +37,9 @@ struct slip_procs {
 };
 
 /* Start time of pid in clock ticks since boot (/proc/PID/stat field 22); 0 when the process is
- * gone or a zombie (its fds are closed already). */
+ * gone or a zombie (its fds are closed already); SLIP_PROC_START_UNKNOWN when it exists but
+ * /proc cannot tell (chroot, no fd left, a sandbox): alive, and never compared. */
+#define SLIP_PROC_START_UNKNOWN UINT64_MAX
 uint64_t slip_proc__start_time(pid_t pid);
 
 /* A free slot set to pid (SLIP_PROC_RESERVED for a child to come), counts zero; -ENOSPC. */

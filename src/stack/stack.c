@@ -31,7 +31,7 @@ static void atfork_child(void)
         /* The bell is named after the pid: the child needs its own (the parent keeps its). */
         if (s->peer_bell >= 0)
             close(s->peer_bell);
-        s->peer_bell = slip_bell__open(g_stack_pid);
+        s->peer_bell = slip_sandbox__limited() ? -1 : slip_bell__open(g_stack_pid);
     }
 }
 

@@ -82,6 +82,8 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns);
 /* The fds a sleeper must watch (AF_XDP sockets, netlink), and how long it may sleep given the
  * protocol deadline from the last poll. */
 int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max);
+/* Every fd the stack holds in this process (export_fds, its eventfds, epoll and netlink fds). */
+int slip_stack__own_fds(struct slip_stack *s, int *fds, int max);
 int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms);
 /* A sleeper woken through the wait fds clears the helper thread's doorbell (one of them). */
 void slip_stack__doorbell_drain(struct slip_stack *s);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/sandbox.h"
 #include "base/log.h"
 #include "ctl/ctl.h"
 #include "ip/ip.h"

@@ -10,7 +10,8 @@
 void proc_register(struct slip_stack *s, int want)
 {
     struct slip_procs *t = &s->shm->procs;
-    s->reap_ok = slip_proc__start_time(g_stack_pid) != 0;
+    uint64_t self = slip_proc__start_time(g_stack_pid);
+    s->reap_ok = self != 0 && self != SLIP_PROC_START_UNKNOWN;
     s->proc = -1;
     if (want >= 0 && want < SLIP_PROC_MAX) {
         int32_t cur = __atomic_load_n(&t->p[want].pid, __ATOMIC_ACQUIRE);

@@ -60,7 +60,7 @@ void doorbell_open(struct slip_stack *s)
 {
     s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->accept_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    s->peer_bell = slip_bell__open(getpid());
+    s->peer_bell = slip_sandbox__limited() ? -1 : slip_bell__open(getpid());
 }
 
 int slip_stack__peer_bell_fd(struct slip_stack *s)
@@ -70,7 +70,8 @@ int slip_stack__peer_bell_fd(struct slip_stack *s)
 
 bool slip_stack__peer_bell_take(struct slip_stack *s)
 {
-    if (!slip_bell__drain(s->peer_bell))
+    /* recv may kill a sandboxed thread (base/sandbox.h): it leaves the bell to others. */
+    if (slip_sandbox__limited() || !slip_bell__drain(s->peer_bell))
         return false;
     /* Another process's poll delivered to us: every sleeping set of this process looks again
      * (its doorbell is edge-triggered in epoll sets, so a drain here takes nothing from them). */
@@ -81,6 +82,8 @@ bool slip_stack__peer_bell_take(struct slip_stack *s)
 /* After a poll, unlocked: ring the processes whose sleeping threads it delivered something to. */
 void ring_procs(struct slip_stack *s, uint64_t mask)
 {
+    if (slip_sandbox__limited())
+        return;     /* sendto may kill a sandboxed thread: the others wake by their timeouts */
     for (int k = 0; mask && k < SLIP_PROC_MAX; k++, mask >>= 1) {
         if (!(mask & 1))
             continue;
@@ -119,7 +122,7 @@ void slip_stack__doorbell_drain(struct slip_stack *s)
             ;
     /* A bell rung by another process: this thread is awake and looks again; the process's other
      * sleepers get the doorbell (rung after the drain above, so they see it). */
-    if (slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
+    if (!slip_sandbox__limited() && slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
         ring_doorbell(s);
     errno = saved;
 }

@@ -22,6 +22,7 @@
 #include <xdp/xsk.h>
 
 #include "base/log.h"
+#include "base/sandbox.h"
 
 #ifndef SOL_XDP
 #define SOL_XDP 283
@@ -224,6 +225,16 @@ static void driver_name(const char *ifname, char *buf, size_t len)
 }
 
 /* Number of RX queues the kernel exposes (real_num_rx_queues), from sysfs; -1 if unknown. */
+/* In a seccomp sandbox (base/sandbox.h) sendto and recvfrom may kill the process; poll is on
+ * every such list, and on an AF_XDP socket bound with XDP_USE_NEED_WAKEUP it does both jobs
+ * (kernel xsk_poll: it transmits a batch in copy mode, wakes the driver in zero-copy mode). One
+ * fd, as a sandbox may have set RLIMIT_NOFILE to 1 (poll refuses more fds than the limit). */
+static void sandbox_kick(struct xsk_port *p)
+{
+    struct pollfd pf = { .fd = p->fd, .events = POLLIN | POLLOUT };
+    poll(&pf, 1, 0);
+}
+
 static int rx_queue_count(const char *ifname)
 {
     char path[128];
@@ -530,8 +541,12 @@ unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsign
     /* Kernel docs (af_xdp.rst, XDP_USE_NEED_WAKEUP): when the fill ring's flag is set the driver
      * waits for a syscall before it fills RX again. With busy poll, an empty RX ring is where the
      * application must drive NAPI itself. */
-    if ((p->need_wakeup && xsk_ring_prod__needs_wakeup(p->fill)) || (p->busy_poll && !n))
-        recvfrom(p->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+    if ((p->need_wakeup && xsk_ring_prod__needs_wakeup(p->fill)) || (p->busy_poll && !n)) {
+        if (slip_sandbox__limited())
+            sandbox_kick(p);
+        else
+            recvfrom(p->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+    }
     return n;
 }
 
@@ -617,8 +632,11 @@ int xsk_port__tx_flush(struct xsk_port *p)
         return 0;
     for (uint32_t tries = 0; tries < p->kick_max; tries++) {
         p->sw.tx_kicks++;
-        ssize_t r = sendto(p->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
-        int e = r < 0 ? errno : 0;
+        int e = 0;
+        if (slip_sandbox__limited())
+            sandbox_kick(p);
+        else if (sendto(p->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0)
+            e = errno;
         xsk_port__complete(p);
         if (e == EAGAIN) {
             p->sw.tx_kick_eagain++;

@@ -178,6 +178,18 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "slipstream run: cannot run %s: %s\n", path, strerror(errno));
         return 126;
     }
+    if (slip_exe__is_go(path) == 1) {
+        if (strict) {
+            fprintf(stderr, "slipstream run: %s is a Go program (its runtime makes system calls without libc): "
+                            "it cannot be accelerated (strict mode)\n", path);
+            return 1;
+        }
+        fprintf(stderr, "slipstream: warning: %s is a Go program (system calls without libc): not accelerated, "
+                        "running it on the kernel\n", path);
+        execv(path, argv + i);
+        fprintf(stderr, "slipstream run: cannot run %s: %s\n", path, strerror(errno));
+        return 126;
+    }
     /* Servers with many connections need many fds: the soft limit goes up to the hard one,
      * as servers (nginx worker_rlimit_nofile, Go, Java) do for themselves (SLIP_RAISE_NOFILE=0
      * keeps it, e.g. for a program that still uses select()). */
