@@ -120,6 +120,26 @@ int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
     return st.rc;
 }
 
+/* Set by the calls that take a signal mask (ppoll, epoll_pwait, pselect): they clear the record
+ * of handlers that ran before they install the mask, since the mask may open a pending signal
+ * whose handler runs at once; the wait loop must then not clear it again (it would forget that
+ * handler and sleep on, where Linux returns EINTR). */
+static __thread bool t_signals_armed;
+
+static void signals_arm(void)
+{
+    preload_signal_reset();
+    t_signals_armed = true;
+}
+
+/* At the start of a wait: forget handlers that ran before it, unless the caller did already. */
+static void signals_start(void)
+{
+    if (!t_signals_armed)
+        preload_signal_reset();
+    t_signals_armed = false;
+}
+
 /* *poller: this thread took the poller's place (pre_poll gives it up, also when cancelled). */
 static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
 {
@@ -135,7 +155,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
     uint64_t spun = 0;
     unsigned spins = 0;
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
-    preload_signal_reset();
+    signals_start();
     for (;;) {
         slip_stack__poll(s);
         /* Counted as a sleeper before the last look: a poll by another thread that delivers
@@ -199,6 +219,13 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller)
                 continue;
             }
         }
+        if (!ready && !spinning && preload_signal_restart()) {
+            /* A handler ran during this call (outside the kernel's own wait): Linux's poll
+             * would have returned EINTR, and is never restarted. */
+            slip_stack__sleepers(s, -1);
+            ret = set_errno(-EINTR);
+            break;
+        }
         int t = ready || spinning ? 0 : preload_sleep_ms(s, left);
         if (!ready && left >= 0 && t > left)
             t = left;
@@ -245,10 +272,12 @@ int pre_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sig
     if (!any || !g_pre.stack)
         return real_ppoll(fds, n, ts, mask);
     sigset_t old;
+    signals_arm();
     if (mask)
         pthread_sigmask(SIG_SETMASK, mask, &old);
     int r = pre_poll(fds, n, ts ? (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000) : -1);
     int e = errno;
+    t_signals_armed = false;
     if (mask)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;
@@ -314,10 +343,12 @@ int pre_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec
     if (!g_pre.stack || !any_ours(nfds, r, w, e))
         return real_pselect(nfds, r, w, e, ts, mask);
     sigset_t old;
+    signals_arm();
     if (mask)
         pthread_sigmask(SIG_SETMASK, mask, &old);
     int rc = select_via_poll(nfds, r, w, e, ts ? (int)(ts->tv_sec * 1000 + ts->tv_nsec / 1000000) : -1);
     int er = errno;
+    t_signals_armed = false;
     if (mask)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = er;
@@ -792,7 +823,7 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
     uint64_t spun = 0;
     unsigned spins = 0;
     slip_stack__tx_defer(s, true);      /* an event loop: sends may wait for the next poll */
-    preload_signal_reset();
+    signals_start();
     for (;;) {
         slip_stack__poll(s);
         /* Counted as a sleeper (on the doorbell, or on the accept bell) before the last look,
@@ -830,6 +861,14 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
             }
             continue;
         }
+        if (preload_signal_restart()) {
+            /* A handler ran during this call: epoll_wait returns EINTR (see poll_loop). */
+            if (accept_only)
+                slip_stack__accept_sleepers(s, -1);
+            else
+                slip_stack__sleepers(s, -1);
+            return set_errno(-EINTR);
+        }
         int t = preload_sleep_ms(s, left);
         if (left >= 0 && t > left)
             t = left;
@@ -858,10 +897,12 @@ int pre_epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, cons
         return r > 0 ? strip_wake(ev, r) : r;
     }
     sigset_t old;
+    signals_arm();
     if (mask)
         pthread_sigmask(SIG_SETMASK, mask, &old);
     int r = pre_epoll_wait(epfd, ev, max, timeout);
     int er = errno;
+    t_signals_armed = false;
     if (mask)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = er;

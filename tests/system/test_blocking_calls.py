@@ -70,3 +70,20 @@ def test_send_from_null_buffer_is_efault(testbed, slip):  # noqa: F811
     assert out.strip() == "-1 EFAULT -1 EFAULT", out + err
     assert r.stdout.strip() == "alive"
     assert_accelerated_log(err)
+
+
+def test_masked_waits_return_eintr_for_a_pending_signal(testbed, slip, build_dir):  # noqa: F811
+    """ppoll, epoll_pwait and pselect whose mask opens a signal that is already pending return
+    EINTR at once, after the handler ran, as on Linux. OpenSSH's session loop blocks SIGCHLD and
+    waits for its command's end this way: the layer used to forget the handler had run (it ran
+    while the layer installed the mask) and slept on, so an ssh command hung now and then."""
+    b = testbed.host("b")
+    prog = str(build_dir / "tests" / "prog" / "masked_wait")
+    for i, mode in enumerate(("ppoll", "epoll_pwait", "pselect")):
+        r = b.run(slip([prog, mode, str(7410 + i)]), timeout=30)
+        assert r.returncode == 0, r.stderr
+        got = dict(kv.split("=") for kv in r.stdout.split())
+        print(mode, got)
+        assert got["rc"] == "-1" and got["errno"] == "4" and got["handler"] == "1", (mode, got, r.stderr)
+        assert int(got["ms"]) < 1500, (mode, got)      # not the 3 s timeout
+        assert "not accelerated" not in r.stderr and "warning" not in r.stderr, r.stderr
