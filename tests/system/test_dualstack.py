@@ -173,3 +173,29 @@ def test_v6only_listener_stays_kernel(bed6, slip, workdir):
     finally:
         stop(s)
     assert_accelerated_log(read(log))
+
+
+def test_dualstack_listener_across_exec(bed6, slip, workdir):
+    """A dual-stack listener inherited through exec is still an AF_INET6 socket of the stack in
+    the new image (SLIP_FDS carries the family): its IPv4 client is ::ffff:a.b.c.d and the
+    kernel of b sees none of the exchange."""
+    a, b = bed6
+    log = os.path.join(workdir, "exec.log")
+    s = start(b, slip([PY, os.path.join(APPS, "exec_dualstack.py"), "8004"]), log)
+    try:
+        wait_listening(b, 8004, proc=s, log=log)
+        proof = Proof(b).start(peer=a)
+        proof.note_xdp()
+        r = a.run([PY, "-c", f"import socket; s=socket.create_connection(('{B_ADDR}', 8004), 10); "
+                             "d=b''\nwhile True:\n    x=s.recv(65536)\n    if not x: break\n    d+=x\n"
+                             "print(d.split(b'\\n')[0].decode(), len(d))"], timeout=30)
+        print("client:", r.stdout, r.stderr[-500:])
+        assert r.stdout.split() == [f"::ffff:{A_ADDR}", f"::ffff:{B_ADDR}", "AF_INET6",
+                                    str(2_000_000 + len(f"::ffff:{A_ADDR} ::ffff:{B_ADDR} AF_INET6\n"))]
+        proof.check()
+        assert s.wait(timeout=10) == 0
+    finally:
+        stop(s)
+    print(read(log))
+    assert "listening AF_INET6 ::" in read(log)
+    assert_accelerated_log(read(log))
