@@ -3,7 +3,8 @@
 `server.listen(port)` and Java's `new ServerSocket(port)`, each under `slipstream run` in host b.
 An IPv4 curl in host a downloads a file (sha256 checked) and the kernel of b must have seen none of
 it (the stack carried it); an IPv6 curl to b's 2001:db8::2 is then served by the same listener's
-kernel socket (native IPv6 stays the kernel's), and a v6-only listener stays entirely the kernel's.
+kernel socket (native IPv6 stays the kernel's), ping -6 and neighbour discovery after a flush work
+with the steering program attached, and a v6-only listener stays entirely the kernel's.
 The hosts get 2001:db8::1/64 and ::2/64 on their veth, inside the test's namespaces only."""
 import os
 import shutil
@@ -77,6 +78,14 @@ def test_nginx_listen_v6_any_dualstack(bed6, slip, www, workdir):
         fetch_v4(a, b, workdir, [f"http://{B_ADDR}:8080/1k", f"http://{B_ADDR}:8080/100m"],
                  [sums["1k"], sums["100m"]])
         fetch_v6(a, b, workdir, f"http://[{B6}]:8080/1k", sums["1k"])
+        # The kernel's IPv6 on the same interface, with the steering program attached: echo, and
+        # neighbour discovery again after both sides forgot each other.
+        for h in (a, b):
+            h.run(["ip", "-6", "neigh", "flush", "dev", "veth0"], check=True)
+        p6 = a.run(["ping", "-6", "-c", "2", "-i", "0.2", "-W", "3", B6])
+        assert p6.returncode == 0, p6.stdout + p6.stderr
+        fetch_v6(a, b, workdir, f"http://[{B6}]:8080/1k", sums["1k"])
+        assert "lladdr" in b.run(["ip", "-6", "neigh", "show", A6, "dev", "veth0"]).stdout
         assert_accelerated_log(r.stdout + r.stderr)
         assert "[alert]" not in read(os.path.join(workdir, "error.log"))
     finally:
