@@ -208,3 +208,53 @@ def test_dualstack_listener_across_exec(bed6, slip, workdir):
     print(read(log))
     assert "listening AF_INET6 ::" in read(log)
     assert_accelerated_log(read(log))
+
+
+def snmp6(host):
+    """The host's kernel IPv6 counters (/proc/net/snmp6: one "name value" per line)."""
+    return {k: int(v) for k, v in (l.split() for l in host.run(["cat", "/proc/net/snmp6"], check=True)
+                                   .stdout.splitlines() if l.strip())}
+
+
+ECHO6 = ("import socket\n"
+         "s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.bind(('::', 7100)); print('ready', flush=True)\n"
+         "while True:\n"
+         "    d, p = s.recvfrom(65536); s.sendto(d + (' from %s %d' % (p[0], p[1])).encode(), p)\n")
+
+UDP_CLIENT = ("import socket, sys\n"
+              "u=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.settimeout(5)\n"
+              "for dst in sys.argv[1:]:\n"
+              "    u.sendto(b'x' * 3000, (dst, 7100)); d, p = u.recvfrom(65536)\n"
+              "    print(p[0], d[3000:].decode(), len(d), u.getsockname()[1])\n")
+
+
+def test_udp_dualstack_socket_both_families(bed6, slip, workdir):
+    """One dual-stack UDP socket under slipstream talks to an IPv4 peer (through the stack, as
+    ::ffff:198.18.0.1, fragmented) and to an IPv6 peer (through its kernel socket) from one port,
+    as on Linux; each reply comes back to it."""
+    a, b = bed6
+    echo = a.popen([PY, "-c", ECHO6], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout.readline().strip() == "ready"
+        before, before6 = snmp(b), snmp6(b)
+        r = b.run(slip([PY, "-c", UDP_CLIENT, f"::ffff:{A_ADDR}", A6, f"::ffff:{A_ADDR}"]), timeout=30)
+        kern, kern6 = diff(snmp(b), before), diff(snmp6(b), before6)
+    finally:
+        echo.kill()
+        echo.wait()
+    print(r.stdout, r.stderr[-1000:], "b kernel Udp (IPv4):", kern["Udp.InDatagrams"], kern["Udp.OutDatagrams"],
+          "Udp6:", kern6["Udp6InDatagrams"], kern6["Udp6OutDatagrams"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [l.split() for l in r.stdout.splitlines()]
+    assert [x[0] for x in rows] == [f"::ffff:{A_ADDR}", A6, f"::ffff:{A_ADDR}"]
+    # the peer saw one source port for both families, the socket's own
+    # (columns: peer, "from", our address as the peer saw it, our port as it saw it, reply length,
+    # our own port)
+    ports = {x[3] for x in rows} | {x[5] for x in rows}
+    assert len(ports) == 1, rows
+    assert [x[2] for x in rows] == [f"::ffff:{B_ADDR}", B6, f"::ffff:{B_ADDR}"]
+    assert [int(x[4]) for x in rows] == [3000 + len(" from ") + len(x[2]) + 1 + len(x[3]) for x in rows]
+    # the IPv6 exchange was the kernel's, the two IPv4 ones were not
+    assert kern["Udp.OutDatagrams"] == 0 and kern["Udp.InDatagrams"] == 0, kern
+    assert kern6["Udp6OutDatagrams"] == 1 and kern6["Udp6InDatagrams"] == 1, kern6
+    assert_accelerated_log(r.stderr)
