@@ -17,8 +17,12 @@ over that transfer; the stack's are tcp_tool's own counters (tcp.retransmits, tc
 tcp.tlp_probes). Each point runs ROUNDS times, kernel and stack alternating; the table keeps
 the median of each (runs go to stderr).
 
-RTT: the rows at "1 ms" are the bare veth path (well under 1 ms); rows with a larger RTT need
-a delay forwarder in the router, which is not built yet: those rows say so (SLIP_LOSS_RTTS).
+RTT: rows at "~0.1 ms" are the bare veth path, the loss done by tc_loss at the router's ingress.
+Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools/delayfwd
+(slip-delayfwd: AF_PACKET in, a timed FIFO, out) in the router, which also does the loss; they
+move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
+SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
+SLIP_LOSS_ROUNDS (default 1) change the rest.
 """
 
 import os
@@ -81,52 +85,92 @@ def med(runs, key):
     return statistics.median(x[key] for x in runs)
 
 
+def start_delay(tb, build_dir, rtt_ms, pct):
+    """The router forwards TCP/UDP through slip-delayfwd (rtt_ms/2 each way, pct % loss each
+    way); tc_loss at 100 % keeps the kernel from forwarding them too (tc ingress runs after
+    AF_PACKET has taken its copy)."""
+    exe = build_dir / "tools" / "delayfwd" / "slip-delayfwd"
+    tb.router_loss(100, only_l4=True, build_dir=build_dir)
+    r = tb.host("r")
+    args = [str(exe)]
+    for f in r.ifaces:
+        args += ["--if", f"{f.name},{f.peer_mac}"]
+    args += ["--delay-ms", str(rtt_ms / 2), "--ppm", str(int(round(pct * 10000)))]
+    p = r.popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("ready"):
+        p.kill()
+        raise RuntimeError(f"slip-delayfwd did not start: {line!r} {p.stderr.read()!r}")
+    return p
+
+
+def stop_delay(p):
+    p.terminate()
+    out, err = p.communicate(timeout=10)
+    return (out.strip().splitlines() or [""])[-1]
+
+
+def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
+    """One (loss, RTT) point: returns (kernel CUBIC runs, stack runs, kernel BBR runs)."""
+    tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="loss").up()
+    fwd = None
+    try:
+        if rtt_ms:
+            fwd = start_delay(tb, build_dir, rtt_ms, pct)
+        else:
+            tb.router_loss(pct, only_l4=True, build_dir=build_dir)
+        k_runs, s_runs, b_runs = [], [], []
+        for i in range(ROUNDS):
+            seed = 100 + i
+            for name, fn, runs in (("kernel cubic", lambda: kernel_send(tcp, tb, nbytes, seed, "cubic"), k_runs),
+                                   ("kernel bbr  ", lambda: kernel_send(tcp, tb, nbytes, seed, "bbr"), b_runs),
+                                   ("stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs)):
+                t0 = time.monotonic()
+                x = fn()
+                log(f"{pct}% {rtt_ms} ms {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
+                runs.append(x)
+        if fwd:
+            log(f"{pct}% {rtt_ms} ms forwarder (0: from a, 1: from b): {stop_delay(fwd)}")
+            fwd = None
+        stats = tb.router_loss_stats()
+        if not rtt_ms:
+            log(f"{pct}% router: data b->a {stats['b']}, acks a->b {stats['a']}")
+    finally:
+        if fwd:
+            stop_delay(fwd)
+        tb.down()
+    return k_runs, s_runs, b_runs
+
+
 def run(repo, build_dir, quick=False, prefix="slb"):
     sys.path.insert(0, str(repo / "tests" / "system"))
     import testbed
     import test_tcp as tcp          # the transfer helpers of the system tests
 
     tool = build_dir / "tests" / "prog" / "tcp_tool"
-    for exe in (tool, build_dir / "tests" / "prog" / "tc_loss"):
+    for exe in (tool, build_dir / "tests" / "prog" / "tc_loss", build_dir / "tools" / "delayfwd" / "slip-delayfwd"):
         if not exe.is_file():
             return f"(skipped: {exe} is not built)\n"
     nbytes = int(os.environ.get("SLIP_LOSS_MIB", "16" if quick else "64")) * MiB
+    nbytes_rtt = int(os.environ.get("SLIP_LOSS_RTT_MIB", "4")) * MiB
     rates = [float(x) for x in os.environ.get("SLIP_LOSS_RATES", ",".join(map(str, RATES))).split(",")]
+    rtts = [float(x) for x in os.environ.get("SLIP_LOSS_RTTS", "0,50").split(",")]
     rows = []
-    for pct in rates:
-        tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="loss").up()
-        try:
-            tb.router_loss(pct, only_l4=True, build_dir=build_dir)
-            k_runs, s_runs, b_runs = [], [], []
-            for i in range(ROUNDS):
-                seed = 100 + i
-                t0 = time.monotonic()
-                k = kernel_send(tcp, tb, nbytes, seed, "cubic")
-                log(f"{pct}% kernel cubic round {i}: {k} ({time.monotonic() - t0:.1f} s)")
-                k_runs.append(k)
-                t0 = time.monotonic()
-                kb = kernel_send(tcp, tb, nbytes, seed, "bbr")
-                log(f"{pct}% kernel bbr   round {i}: {kb} ({time.monotonic() - t0:.1f} s)")
-                b_runs.append(kb)
-                t0 = time.monotonic()
-                s = stack_send(tcp, tb, str(tool), nbytes, seed)
-                log(f"{pct}% stack        round {i}: {s} ({time.monotonic() - t0:.1f} s)")
-                s_runs.append(s)
-            stats = tb.router_loss_stats()
-            log(f"{pct}% router: data b->a {stats['b']}, acks a->b {stats['a']}")
-        finally:
-            tb.down()
-        ok = all(x["ok"] for x in k_runs + s_runs + b_runs)
-        km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
-        rows.append(f"| {pct:g} % | ~0.1 ms | {km:.1f} | {sm:.1f} | {sm / km:.2f} | "
-                    f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
-                    f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
-                    f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
-                    f"{med(b_runs, 'mibs'):.1f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
-    head = (f"{nbytes // MiB} MiB b -> a (kernel receiver), loss at the router each way, "
-            f"median of {ROUNDS} run(s)\n\n"
-            "| loss each way | RTT | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
+    for rtt in rtts:
+        for pct in rates:
+            n = nbytes_rtt if rtt else nbytes
+            k_runs, s_runs, b_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
+            ok = all(x["ok"] for x in k_runs + s_runs + b_runs)
+            km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
+            rows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | "
+                        f"{sm / km:.2f} | "
+                        f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
+                        f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
+                        f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
+                        f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
+    head = (f"b -> a (kernel receiver), loss at the router each way, median of {ROUNDS} run(s)\n\n"
+            "| loss each way | RTT | MiB | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
             "retransmits kernel / slip | RTO expiries kernel / slip | loss probes kernel / slip | "
             "kernel BBR MiB/s |\n"
-            "|---|---|---|---|---|---|---|---|---|\n")
+            "|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "\n".join(rows) + "\n"
