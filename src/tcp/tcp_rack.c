@@ -246,6 +246,8 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
         return;
     if (!(r->flags & TXR_RETRANS) && rtt > 0 && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
         c->rack_min_rtt_us = (uint32_t)rtt;
+    if (newly && !(r->flags & TXR_RETRANS))
+        tcp_hystart__rtt(c, (uint32_t)rtt);     /* RFC 9406 §4.2: one sample per delivery */
     if (!(c->rack_flags & RACKF_VALID) || sent_after(r->xmit_us, dend, c->rack_xmit_us, c->rack_end)) {
         c->rack_xmit_us = r->xmit_us;
         c->rack_end = dend;

@@ -278,4 +278,79 @@ TEST(test_recovery_start_sends_only_the_retransmission)
     st_fini(&s);
 }
 
+/* ---- HyStart++ (RFC 9406) ---- */
+
+/* One round of slow start: a window of w segments (1000 bytes) sent, then ACKed one by one, each
+ * ACK carrying an RTT sample of rtt_us. */
+static void hs_round(struct tcp_conn *c, const struct tcp_cc_ops *cc, uint32_t w, uint32_t rtt_us)
+{
+    c->snd_max = c->snd_una + w * 1000;
+    for (uint32_t i = 0; i < w; i++) {
+        c->snd_una += 1000;
+        cc->on_ack(c, 1000, 1);
+        tcp_hystart__rtt(c, rtt_us);
+    }
+}
+
+static struct tcp_conn *hs_conn(struct tcp_shared **sh, const struct tcp_cc_ops **cc)
+{
+    *sh = t_new_shared(4);
+    struct tcp_conn *c = tcp_conn__get(*sh, (slip_idx_t)tcp_conn__alloc(*sh));
+    c->mss = 1000;
+    c->cc_algo = TCP_CC_CUBIC;
+    *cc = tcp_cc__get(TCP_CC_CUBIC);
+    (*cc)->init(c);
+    c->snd_una = c->snd_max = 1;
+    return c;
+}
+
+/* §4.2 with the §4.3 constants: a round whose minimum RTT is at least lastRoundMinRTT +
+ * RttThresh (max(4 ms, min(last/8, 16 ms)) = 4 ms for a 10 ms path) enters Conservative Slow
+ * Start, where cwnd grows by a quarter (CSS_GROWTH_DIVISOR 4); after CSS_ROUNDS (5) rounds
+ * slow start ends with ssthresh = cwnd, before any loss. A rise below the threshold does not. */
+TEST(test_hystart_css_then_exit)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    hs_round(c, cc, 10, 10000);
+    hs_round(c, cc, 10, 10000);
+    hs_round(c, cc, 10, 13000);         /* +3 ms < 4 ms: still slow start */
+    CHECK(c->cc.hs_state, ==, TCP_HS_SS);
+    hs_round(c, cc, 10, 10000);
+    uint32_t w = c->cwnd / 1000;
+    hs_round(c, cc, w, 14000);          /* +4 ms: CSS once 8 samples are in */
+    CHECK(c->cc.hs_state, ==, TCP_HS_CSS);
+    CHECK(c->cc.hs_css_base_us, ==, 14000);
+    uint32_t before = c->cwnd;
+    c->snd_una += 1000;
+    cc->on_ack(c, 1000, 1);
+    CHECK(c->cwnd - before, ==, 250);   /* 1000 / CSS_GROWTH_DIVISOR */
+    for (int r = 0; r < 6 && c->cc.hs_state == TCP_HS_CSS; r++)
+        hs_round(c, cc, c->cwnd / 1000, 14000);
+    CHECK(c->cc.hs_state, ==, TCP_HS_DONE);
+    CHECK(c->ssthresh, <=, c->cwnd);
+    CHECK(c->ssthresh, <, UINT32_MAX / 2);
+    free(sh);
+}
+
+/* §4.2: in CSS, a round whose minimum RTT falls below cssBaselineMinRtt goes back to slow
+ * start; a congestion event ends HyStart++ for good. */
+TEST(test_hystart_css_back_to_slow_start_and_loss_ends_it)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    hs_round(c, cc, 10, 20000);
+    hs_round(c, cc, 10, 20000);
+    hs_round(c, cc, 20, 25000);         /* +5 ms >= max(4, 20/8 = 2.5) ms */
+    CHECK(c->cc.hs_state, ==, TCP_HS_CSS);
+    hs_round(c, cc, 20, 19000);
+    hs_round(c, cc, 20, 19000);
+    CHECK(c->cc.hs_state, ==, TCP_HS_SS);
+    c->ssthresh = cc->ssthresh(c, 1);
+    CHECK(c->cc.hs_state, ==, TCP_HS_DONE);
+    free(sh);
+}
+
 TEST_MAIN()
