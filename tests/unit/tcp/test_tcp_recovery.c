@@ -3,6 +3,8 @@
  * (RFC 3522 timestamps, RFC 2883/3708 D-SACK), RACK with a SACK of a few bytes (packetdrill
  * fr-4pkt-fack-last-byte), PRR on the ACK that starts recovery (prr-ss-ack-below-snd_una-cubic),
  * HyStart++ (RFC 9406) and CUBIC's Reno-friendly region (RFC 9438 §4.3). */
+#include <math.h>
+
 #include "tests/unit/tcp/tcp_test.h"
 
 struct st {
@@ -350,6 +352,30 @@ TEST(test_hystart_css_back_to_slow_start_and_loss_ends_it)
     CHECK(c->cc.hs_state, ==, TCP_HS_SS);
     c->ssthresh = cc->ssthresh(c, 1);
     CHECK(c->cc.hs_state, ==, TCP_HS_DONE);
+    free(sh);
+}
+
+/* RFC 9438 §4.3: right after a reduction from W_max = cwnd_prior = 10 segments to 7 on a 100 ms
+ * path, W_cubic(0.1 s) = 0.4 (0.1 - cbrt(7.5))^3 + 10 = 7.44 lies below the Reno-friendly
+ * W_est = 7 + alpha_cubic (3 (1 - 0.7) / (1 + 0.7) = 0.529) per window of ACKs = 7.53, so cwnd
+ * follows W_est (the concave curve one RTT ahead would have given ~7.8). */
+TEST(test_cubic_reno_friendly_region)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    c->cwnd = 10000;
+    c->snd_max = c->snd_una + 10000;
+    c->ssthresh = cc->ssthresh(c, 1);
+    CHECK(c->ssthresh, ==, 7000);
+    c->cwnd = c->ssthresh;
+    c->srtt_us = 100000;
+    slip_time_t t0 = 5 * SLIP_SEC;
+    for (int i = 0; i < 7; i++)
+        cc->on_ack(c, 1000, t0 + (slip_time_t)i * 100 * SLIP_MSEC / 7);
+    CHECK(fabs(c->cc.k - cbrt(7.5)) < 1e-9, ==, 1);
+    CHECK(c->cwnd, >=, 7500);
+    CHECK(c->cwnd, <=, 7560);
     free(sh);
 }
 
