@@ -421,7 +421,12 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         enter_recovery(env, sh, c);
     if (c->flags & TCPF_RECOVERY)
         prr_update(c, delivered, una_advanced);
-    tcp_rack__schedule_pto(env, sh, c);
+    /* RFC 8985 §7.2: the PTO is (re)armed when new data is sent or an ACK acknowledges new data;
+     * a duplicate ACK (SACK only) leaves it running, as in Linux, so a SACK that starts no
+     * recovery does not push the probe further away (fr-4pkt-fack-last-byte: the probe leaves
+     * 2 SRTT after the data, not after the SACK). Entering recovery still stops it. */
+    if (una_advanced || !tcp_timer__armed(c, TT_PTO) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        tcp_rack__schedule_pto(env, sh, c);
 }
 
 void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)

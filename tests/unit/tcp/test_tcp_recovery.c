@@ -228,7 +228,8 @@ TEST(test_recovery_real_loss_keeps_reduction)
 
 /* packetdrill fast_retransmit/fr-4pkt-fack-last-byte: four segments, the first three lost,
  * and a SACK for only the last byte of the fourth. That delivers no whole segment, so RACK
- * learns nothing and no recovery starts; the tail loss probe resends the last segment. */
+ * learns nothing and no recovery starts; the tail loss probe resends the last segment, 2 SRTT
+ * (+2 ms) after the data went out: the SACK-only ACK does not re-arm the PTO (RFC 8985 §7.2). */
 TEST(test_sack_of_last_byte_gets_probe_not_fast_retransmit)
 {
     struct st s;
@@ -236,14 +237,17 @@ TEST(test_sack_of_last_byte_gets_probe_not_fast_retransmit)
     st_active(&s, false);
     C(&s)->srtt_us = 100000;
     C(&s)->rttvar_us = 25000;
+    C(&s)->rto_us = 1000000;            /* the RTO far away: only the PTO can act */
     send_bytes(&s, 4 * 1460);
     uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
     h_free_sent(&s.h);
     s.env->now += 100 * SLIP_MSEC;
     uint32_t b[1][2] = { { una + 4 * mss - 1, una + 4 * mss } };
     ack(&s, una, 1, b, 0);
-    for (int i = 0; i < 30 && C(&s)->st.tlp_probes == 0 && C(&s)->st.retransmits == 0; i++)
-        advance(&s, 10 * SLIP_MSEC);
+    advance(&s, 101 * SLIP_MSEC);
+    CHECK(C(&s)->st.tlp_probes, ==, 0);
+    advance(&s, 2 * SLIP_MSEC);         /* 203 ms after the data: PTO = 2 SRTT + 2 ms */
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
     CHECK(C(&s)->st.fast_retransmits, ==, 0);
     CHECK(C(&s)->st.tlp_probes, ==, 1);
     CHECK(sent_at(&s, una + 3 * mss, NULL), ==, 1);
