@@ -12,6 +12,8 @@ load generator's run; "all CPUs" is both cores' busy time from /proc/stat over t
 Where a program fails under slipstream (or falls back to the kernel), its row says so.
 
 SLIP_BENCH_APPS=nginx,sockperf,redis,memcached,iperf3 (comma list) limits the run to some of them.
+SLIP_BENCH_NGINX_LISTEN=dual makes nginx listen on `[::]:PORT ipv6only=off` (a dual-stack AF_INET6
+socket, issue 16) instead of 198.18.0.2:PORT; wrk still connects over IPv4.
 """
 
 import importlib.util
@@ -235,8 +237,9 @@ class Apps:
         for path, mode in ((d, 0o755), (root, 0o755), (root / "1k.bin", 0o644)):
             os.chmod(path, mode)
         text = (HERE / "apps" / "nginx.conf.in").read_text()
-        for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", self.b.addr),
-                     ("@PORT@", str(port))):
+        dual = os.environ.get("SLIP_BENCH_NGINX_LISTEN") == "dual"
+        for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", "[::]" if dual else self.b.addr),
+                     ("@PORT@", f"{port} ipv6only=off" if dual else str(port))):
             text = text.replace(k, v)
         conf = d / "nginx.conf"
         conf.write_text(text)
@@ -580,7 +583,9 @@ def run_nginx(apps, out, plots):
                  (f"{what}: p99 µs", s, "p99", False, 0),
                  (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4),
                  (f"{what}: all CPUs s/1000 req", s, "all_per_k", False, 4)]
-    out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)", K3, rows, base="kernel"))
+    dual = os.environ.get("SLIP_BENCH_NGINX_LISTEN") == "dual"
+    out.append(table("nginx 1 KiB GET, 1 worker (wrk -t1 in a)" +
+                     (", nginx on [::] dual-stack, IPv4 clients" if dual else ""), K3, rows, base="kernel"))
     errs = sorted({r["errors"] for runs in (split(res, x) for x in ("ka16", "ka64", "ka256", "idle", "close"))
                    for rr in runs.values() for r in rr if isinstance(r, dict) and r.get("errors")})
     out.append(f"- `wrk -t1 -cN -d{secs}s --latency [-H 'Connection: close'] "

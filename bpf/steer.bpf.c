@@ -1,7 +1,7 @@
-/* XDP steering program: claims the IPv4 TCP/UDP flows the user-space stacks own (map slip_owned)
- * and redirects each to the AF_XDP socket of its owning stack on the receiving queue; every
- * other frame, and every frame it cannot parse, goes to the kernel untouched (XDP_PASS). Never
- * drops. */
+/* XDP steering program: claims the TCP/UDP flows the user-space stacks own (maps slip_owned for
+ * IPv4, slip_owned6 for IPv6) and redirects each to the AF_XDP socket of its owning stack on the
+ * receiving queue; every other frame (ARP, neighbour discovery, router advertisements, MLD, echo
+ * ...), and every frame it cannot parse, goes to the kernel untouched (XDP_PASS). Never drops. */
 #include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -48,6 +48,23 @@ struct {
     __type(key, __u32);
     __type(value, __u64);
 } slip_counters SEC(".maps");
+
+/* IPv6 owned flows and fragments, as slip_owned and slip_frags (bpf/steer.h). Nothing in user
+ * space claims IPv6 flows yet: with the map empty every IPv6 frame is the kernel's. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, STEER_MAX_FLOWS);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, struct steer_key6);
+    __type(value, struct steer_val);
+} slip_owned6 SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, STEER_MAX_FRAGS);
+    __type(key, struct steer_frag6_key);
+    __type(value, struct steer_frag_val);
+} slip_frags6 SEC(".maps");
 
 #define IP_MF     0x2000
 #define IP_OFFSET 0x1fff
@@ -269,6 +286,204 @@ static __always_inline int later_fragment(struct xdp_md *ctx, struct iphdr *iph)
     return deliver(ctx, stack, &outcome);
 }
 
+/* ---- IPv6 (RFC 8200) ---- */
+
+#define STEER_ETH_P_IPV6 0x86DD
+#define NH_HOPOPTS  0
+#define NH_ROUTING  43
+#define NH_FRAGMENT 44
+#define NH_AH       51
+#define NH_ICMPV6   58
+#define NH_DSTOPTS  60
+
+/* The fixed IPv6 header (RFC 8200 §3), not <linux/ipv6.h> (see steer_icmphdr). */
+struct steer_ip6hdr {
+    __be32 vtf;                 /* version, traffic class, flow label */
+    __be16 payload_len;
+    __u8 nexthdr;
+    __u8 hop_limit;
+    __u8 saddr[16];
+    __u8 daddr[16];
+};
+
+_Static_assert(sizeof(struct steer_ip6hdr) == 40, "RFC 8200 §3: the IPv6 header is 40 bytes");
+
+struct frag6 {
+    bool present;               /* a fragment header that is not atomic (RFC 6946) */
+    bool more;
+    __u16 offset;               /* bytes */
+    __u32 id;                   /* network order */
+};
+
+/* Walks the extension headers at the cursor (hop-by-hop, destination options, routing, AH,
+ * fragment), each length checked against the frame before the cursor moves past it, at most
+ * STEER_IPV6_MAX_EXT of them. On return *next is the first header that is none of those and the
+ * cursor is on it; a later fragment stops at its fragment header (what follows is data).
+ * Options are not looked at: the stack's own parser (src/wire/ipv6.c) judges them. 0 or -1. */
+static __always_inline int ipv6_skip_ext(struct cursor *c, __u8 *next, struct frag6 *fr)
+{
+    /* A bounded loop, not unrolled: the verifier then explores one body per header instead of a
+     * copy of every branch per unrolled step. */
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < STEER_IPV6_MAX_EXT; i++) {
+        __u8 nh = *next;
+        __u8 *h = c->pos;
+        __u32 len;
+
+        if (nh != NH_HOPOPTS && nh != NH_DSTOPTS && nh != NH_ROUTING && nh != NH_AH && nh != NH_FRAGMENT)
+            return 0;
+        if ((void *)(h + 8) > c->end)
+            return -1;
+        if (nh == NH_FRAGMENT) {
+            __u16 offlg = ((__u16)h[2] << 8) | h[3];
+
+            if ((offlg & 0xfff8) || (offlg & 1)) {
+                fr->present = true;
+                fr->more = offlg & 1;
+                fr->offset = offlg & 0xfff8;
+                __builtin_memcpy(&fr->id, h + 4, 4);
+            }
+            *next = h[0];
+            c->pos = h + 8;
+            if (fr->offset)
+                return 0;
+            continue;
+        }
+        len = nh == NH_AH ? ((__u32)h[1] + 2) * 4 : ((__u32)h[1] + 1) * 8;
+        *next = h[0];
+        if (!cur_pull(c, len))
+            return -1;
+    }
+    /* Still an extension header after the last one walked: more than we look through. */
+    if (*next == NH_HOPOPTS || *next == NH_DSTOPTS || *next == NH_ROUTING || *next == NH_AH ||
+        *next == NH_FRAGMENT)
+        return -1;
+    return 0;
+}
+
+/* As owned_lookup: the index of the owning stack, or -1. */
+static __always_inline int owned6_lookup(const __u8 *laddr, const __u8 *raddr, __u16 lport, __u16 rport,
+                                         __u8 proto)
+{
+    struct steer_key6 k = { .lport = lport, .rport = rport, .proto = proto };
+    struct steer_val *v;
+
+    __builtin_memcpy(k.laddr, laddr, 16);
+    __builtin_memcpy(k.raddr, raddr, 16);
+    v = bpf_map_lookup_elem(&slip_owned6, &k);
+    if (!v) {
+        __builtin_memset(k.raddr, 0, 16);
+        k.rport = 0;
+        v = bpf_map_lookup_elem(&slip_owned6, &k);
+    }
+    if (!v) {
+        __builtin_memset(k.laddr, 0, 16);
+        v = bpf_map_lookup_elem(&slip_owned6, &k);
+    }
+    if (!v)
+        return -1;
+    return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
+}
+
+/* RFC 4443 §2.4 (c): an ICMPv6 error quotes as much of the offending packet as fits; the quoted
+ * packet is one we sent (its source is the local side). Informational messages (echo, neighbour
+ * discovery, router advertisements, MLD: types 128 and up) are the kernel's. */
+static __always_inline int icmpv6_error(struct xdp_md *ctx, struct cursor *c)
+{
+    struct steer_icmphdr *ich = cur_pull(c, sizeof(*ich));
+    struct steer_ip6hdr *inner;
+    __u8 next, outcome;
+
+    if (!ich)
+        return pass(STEER_C_MALFORMED);
+    if (ich->type >= 128 || ich->type == 0)
+        return pass(STEER_C_PASSED);
+    inner = cur_pull(c, sizeof(*inner));
+    if (!inner || (bpf_ntohl(inner->vtf) >> 28) != 6)
+        return pass(STEER_C_MALFORMED);
+    next = inner->nexthdr;
+    /* What we send carries no extension header but, when fragmented, a fragment header: a quote
+     * is walked through that one only (a walk per message would double the program's paths). */
+    if (next == NH_FRAGMENT) {
+        __u8 *fh = cur_pull(c, 8);
+
+        if (!fh)
+            return pass(STEER_C_MALFORMED);
+        if ((fh[2] & 0xff) || (fh[3] & 0xf8))
+            return pass(STEER_C_PASSED);        /* a later fragment: no ports */
+        next = fh[0];
+    }
+    if (next != IPPROTO_TCP && next != IPPROTO_UDP)
+        return pass(STEER_C_PASSED);
+    __u16 *ports = cur_pull(c, 8);
+    if (!ports)
+        return pass(STEER_C_MALFORMED);
+    int stack = owned6_lookup(inner->saddr, inner->daddr, ports[0], ports[1], next);
+    if (stack < 0)
+        return pass(STEER_C_PASSED);
+    count(STEER_C_ICMP_ERR);
+    return deliver(ctx, stack, &outcome);
+}
+
+static __always_inline int steer_ipv6(struct xdp_md *ctx, struct cursor *c, __u32 frame_len)
+{
+    struct steer_ip6hdr *ip6 = cur_pull(c, sizeof(*ip6));
+    struct frag6 fr = {};
+    __u16 sport, dport;
+    __u8 next, outcome;
+    int verdict;
+
+    if (!ip6 || (bpf_ntohl(ip6->vtf) >> 28) != 6 ||
+        sizeof(*ip6) + (__u32)bpf_ntohs(ip6->payload_len) > frame_len)
+        return pass(STEER_C_MALFORMED);
+    next = ip6->nexthdr;
+    if (ipv6_skip_ext(c, &next, &fr))
+        return pass(STEER_C_MALFORMED);
+
+    if (fr.offset) {
+        /* A later fragment follows its datagram's first, as for IPv4 (later_fragment). */
+        struct steer_frag6_key fk = { .id = fr.id };
+        struct steer_frag_val *first;
+        __u8 how;
+        __u32 stack;
+
+        __builtin_memcpy(fk.saddr, ip6->saddr, 16);
+        __builtin_memcpy(fk.daddr, ip6->daddr, 16);
+        first = bpf_map_lookup_elem(&slip_frags6, &fk);
+        if (!first)
+            return pass(STEER_C_PASSED);
+        how = first->outcome;
+        stack = first->stack;
+        if (!fr.more)
+            bpf_map_delete_elem(&slip_frags6, &fk);
+        count(STEER_C_FRAG);
+        if (how != STEER_C_REDIRECTED)
+            return pass(how == STEER_C_MULTIBUF ? STEER_C_MULTIBUF : STEER_C_NO_XSK);
+        return deliver(ctx, stack, &outcome);
+    }
+    if (next == NH_ICMPV6)
+        return icmpv6_error(ctx, c);
+    if (next != IPPROTO_TCP && next != IPPROTO_UDP)
+        return pass(STEER_C_PASSED);
+    if (parse_ports(c, next, &sport, &dport))
+        return pass(STEER_C_MALFORMED);
+    int stack = owned6_lookup(ip6->daddr, ip6->saddr, dport, sport, next);
+    if (stack < 0)
+        return pass(STEER_C_PASSED);
+    verdict = deliver(ctx, stack, &outcome);
+    if (fr.present) {
+        struct steer_frag6_key fk = { .id = fr.id };
+
+        __builtin_memcpy(fk.saddr, ip6->saddr, 16);
+        __builtin_memcpy(fk.daddr, ip6->daddr, 16);
+        struct steer_frag_val fv = { .outcome = outcome, .stack = stack };
+
+        bpf_map_update_elem(&slip_frags6, &fk, &fv, BPF_ANY);
+        count(STEER_C_FRAG);
+    }
+    return verdict;
+}
+
 SEC("xdp.frags")
 int slip_steer(struct xdp_md *ctx)
 {
@@ -286,11 +501,13 @@ int slip_steer(struct xdp_md *ctx)
     eth = cur_pull(&c, sizeof(*eth));
     if (!eth)
         return pass(STEER_C_MALFORMED);
-    /* IPv4 only; ARP, IPv6, VLAN-tagged and everything else belong to the kernel. */
-    if (eth->h_proto != bpf_htons(ETH_P_IP))
-        return pass(STEER_C_PASSED);
     if (buff_len < sizeof(*eth))
         return pass(STEER_C_MALFORMED);
+    if (eth->h_proto == bpf_htons(STEER_ETH_P_IPV6))
+        return steer_ipv6(ctx, &c, buff_len - sizeof(*eth));
+    /* ARP, VLAN-tagged and everything else belong to the kernel. */
+    if (eth->h_proto != bpf_htons(ETH_P_IP))
+        return pass(STEER_C_PASSED);
     iph = parse_ipv4(&c, buff_len - sizeof(*eth));
     if (!iph)
         return pass(STEER_C_MALFORMED);

@@ -61,4 +61,26 @@ struct steer_frag_key {
     __u8 pad;
 };
 
+/* IPv6 (map slip_owned6): the same key with 16-byte addresses, the same lookup order (4-tuple,
+ * (laddr, lport), (::, lport)). */
+struct steer_key6 {
+    __u8 laddr[16];
+    __u8 raddr[16];
+    __u16 lport;
+    __u16 rport;
+    __u8 proto;
+    __u8 pad[3];
+};
+
+/* Key of the IPv6 fragment map (RFC 8200 §4.5: a datagram is source, destination and the 32-bit
+ * identification of its fragment header). */
+struct steer_frag6_key {
+    __u8 saddr[16];
+    __u8 daddr[16];
+    __u32 id;
+};
+
+/* Extension headers the program walks before it gives a packet to the kernel as unparsable. */
+#define STEER_IPV6_MAX_EXT 8
+
 #endif

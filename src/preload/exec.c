@@ -1,7 +1,7 @@
 /* exec: the new image takes over the stack and the accelerated sockets it inherits. Before the
  * exec, the stack's fds (shared memory, XDP link and maps, AF_XDP sockets) are made to survive it
  * and described in SLIP_ATTACH, and every accelerated fd that survives is described in SLIP_FDS
- * (fd:kind:socket:nonblock:listening). The library's constructor in the new image reads both
+ * (fd:kind:socket:nonblock:listening:v6). The library's constructor in the new image reads both
  * (preload_attach_inherited). Fds that exec closes (close-on-exec) give up their reference as a
  * close would. A failed exec undoes that. The same hand-over serves posix_spawn (spawn.c). */
 #include <errno.h>
@@ -60,8 +60,8 @@ int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, i
                 return -ENOMEM;
             x->fds = n;
         }
-        len += (size_t)snprintf(x->fds + len, cap - len, "%s%d:%d:%d:%d:%d", len ? ";" : "", fd, p->kind, p->sock,
-                                p->nonblock, p->listening);
+        len += (size_t)snprintf(x->fds + len, cap - len, "%s%d:%d:%d:%d:%d:%d", len ? ";" : "", fd, p->kind, p->sock,
+                                p->nonblock, p->listening, p->v6);
     }
     if (slip_stack__export_for(s, x->slot, x->attach, sizeof(x->attach)) < 0)
         return -ENOSPC;
@@ -254,8 +254,8 @@ void preload_attach_inherited(void)
     const char *fds = slip_env__text(SLIP_ENV_FDS);
     char *copy = fds ? strdup(fds) : NULL;
     for (char *save = NULL, *t = copy ? strtok_r(copy, ";", &save) : NULL; t; t = strtok_r(NULL, ";", &save)) {
-        int fd, kind, sock, nb, lis;
-        if (sscanf(t, "%d:%d:%d:%d:%d", &fd, &kind, &sock, &nb, &lis) != 5 || sock < 0 ||
+        int fd, kind, sock, nb, lis, v6 = 0;
+        if (sscanf(t, "%d:%d:%d:%d:%d:%d", &fd, &kind, &sock, &nb, &lis, &v6) < 5 || sock < 0 ||
             (kind != PFD_TCP && kind != PFD_UDP))
             continue;
         struct pfd *p = pfd_new(fd);
@@ -265,6 +265,7 @@ void preload_attach_inherited(void)
         p->sock = sock;
         p->nonblock = (uint8_t)nb;
         p->listening = (uint8_t)lis;
+        p->v6 = v6 == 1;
     }
     free(copy);
     unsetenv("SLIP_ATTACH");

@@ -58,6 +58,7 @@ struct pfd {
     uint8_t nonblock;
     uint8_t listening;
     uint8_t connecting;         /* TCP connect() returned EINPROGRESS/EINTR, no connect() saw the end */
+    uint8_t v6;                 /* an AF_INET6 socket (dual-stack): its IPv4 peers are ::ffff:a.b.c.d */
     int sock;                   /* stack socket index */
     int rcvtimeo_ms, sndtimeo_ms;   /* -1: none */
     int rcvlowat;               /* TCP SO_RCVLOWAT when above 1, else 0 */
@@ -209,6 +210,20 @@ int preload_signal_restart(void);
  * wherever it is); unquiesce undoes it after a failed exec. */
 void preload_quiesce(void);
 void preload_unquiesce(void);
+
+/* Addresses of either family (inet6.c). pre_sa_v4: the IPv4 address and port sa names for
+ * accelerated socket p (AF_INET; for an AF_INET6 socket a v4-mapped sockaddr_in6, AF_INET for UDP
+ * as Linux allows, and :: as any address when any_ok), false for anything else (native IPv6, a
+ * bad length or family: the kernel's to answer). pre_sa_fill: (addr, port) as p's family names
+ * it, ::ffff:a.b.c.d on an AF_INET6 socket. pre_v6only: IPV6_V6ONLY of the kernel socket (it
+ * holds the option and net.ipv6.bindv6only's default). pre_v6_autobind: bind the kernel socket
+ * to [::]:0 unless it is bound; 0 or -errno. */
+struct sockaddr;
+bool pre_sa_v4(const struct pfd *p, const struct sockaddr *sa, socklen_t len, bool any_ok, uint32_t *addr,
+               uint16_t *port);
+void pre_sa_fill(const struct pfd *p, struct sockaddr *sa, socklen_t *len, uint32_t addr, uint16_t port);
+bool pre_v6only(int fd);
+int pre_v6_autobind(int fd);
 
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);

@@ -339,10 +339,12 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd)
     return st.rc;
 }
 
-static bool is_inet4_stream_or_dgram(int domain, int type, int protocol, bool *tcp)
+/* AF_INET6 too: a dual-stack socket carries IPv4 through the stack (inet6.c); one that turns out
+ * v6-only or to talk native IPv6 is released to the kernel at bind/connect. */
+static bool is_inet_stream_or_dgram(int domain, int type, int protocol, bool *tcp)
 {
     int t = type & 0xf;
-    if (domain != AF_INET)
+    if (domain != AF_INET && domain != AF_INET6)
         return false;
     if (t == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) {
         *tcp = true;
@@ -359,7 +361,7 @@ int pre_socket(int domain, int type, int protocol)
 {
     int fd = real_socket(domain, type, protocol);
     bool tcp;
-    if (fd < 0 || !is_inet4_stream_or_dgram(domain, type, protocol, &tcp))
+    if (fd < 0 || !is_inet_stream_or_dgram(domain, type, protocol, &tcp))
         return fd;
     struct slip_stack *s = preload_stack();
     if (!s)
@@ -383,49 +385,52 @@ int pre_socket(int domain, int type, int protocol)
     p->kind = tcp ? PFD_TCP : PFD_UDP;
     p->sock = sock;
     p->nonblock = (type & SOCK_NONBLOCK) != 0;
+    p->v6 = domain == AF_INET6;
     slip_sock__ref(s, tcp, sock, 1);
     slip_sock__set_ino(s, tcp, sock, 0);
     return fd;
 }
 
-static bool sin_of(const struct sockaddr *sa, socklen_t len, struct sockaddr_in *out)
-{
-    if (!sa || len < (socklen_t)sizeof(struct sockaddr_in) || sa->sa_family != AF_INET)
-        return false;
-    memcpy(out, sa, sizeof(*out));
-    return true;
-}
-
-static void fill_sin(struct sockaddr *sa, socklen_t *len, be32 addr, uint16_t port)
-{
-    if (!sa || !len)
-        return;
-    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = hton16(port), .sin_addr.s_addr = addr };
-    memcpy(sa, &sin, SLIP_MIN((size_t)*len, sizeof(sin)));
-    *len = sizeof(sin);
-}
-
 int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
     struct pfd *p = pfd_get(fd);
-    struct sockaddr_in sin;
+    be32 addr;
+    uint16_t port;
     if (!p || p->kind == PFD_EPOLL)
         return real_bind(fd, sa, len);
-    if (!sin_of(sa, len, &sin) || !slip_stack__owns_addr(g_pre.stack, sin.sin_addr.s_addr)) {
-        /* Loopback or an address of another interface: the kernel's socket. */
+    bool v4 = !(p->v6 && sa && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_INET) &&
+              pre_sa_v4(p, sa, len, true, &addr, &port);
+    if (p->v6 && !v4 && !pre_v6only(fd)) {
+        /* Native IPv6 is the kernel's; a bind the kernel refuses (length, family) leaves the
+         * socket ours, as it leaves a kernel socket unbound. */
+        int r = real_bind(fd, sa, len);
+        if (r == 0)
+            preload_release(fd);
+        return r;
+    }
+    if (!v4 || !slip_stack__owns_addr(g_pre.stack, addr) || (p->v6 && pre_v6only(fd))) {
+        /* Loopback, an address of another interface or a v6-only socket: the kernel's socket. */
         preload_release(fd);
         return real_bind(fd, sa, len);
     }
+    if (p->kind == PFD_UDP && p->v6) {
+        /* The kernel binds the application's own sockaddr_in6 (its errors are Linux's); the
+         * stack takes the same IPv4 address and port. */
+        if (real_bind(fd, sa, len) < 0)
+            return -1;
+        int rc = slip_udp__bind_bound(g_pre.stack, p->sock, addr, fd);
+        return rc < 0 ? set_errno(rc) : 0;
+    }
     if (p->kind == PFD_UDP) {
-        int rc = slip_udp__bind_kfd(g_pre.stack, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
+        int rc = slip_udp__bind_kfd(g_pre.stack, p->sock, addr, port, fd);
         return rc < 0 ? set_errno(rc) : 0;
     }
     /* Connections of the stack on that port (accepted children, TIME_WAIT) have no kernel socket
      * holding it: refuse as Linux does without SO_REUSEADDR. */
     int ra = 0;
     socklen_t rl = sizeof(ra);
-    if (sin.sin_port && (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &ra, &rl) < 0 || !ra) &&
-        slip_tcp__port_busy(g_pre.stack, sin.sin_addr.s_addr, ntoh16(sin.sin_port)))
+    if (port && (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &ra, &rl) < 0 || !ra) &&
+        slip_tcp__port_busy(g_pre.stack, addr, port))
         return set_errno(-EADDRINUSE);
     return real_bind(fd, sa, len);     /* TCP: the kernel socket holds the address until listen/connect */
 }
@@ -435,11 +440,25 @@ int pre_listen(int fd, int backlog)
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind != PFD_TCP)
         return real_listen(fd, backlog);
-    struct sockaddr_in sin = { 0 };
-    socklen_t sl = sizeof(sin);
-    real_getsockname(fd, (struct sockaddr *)&sin, &sl);
-    int rc = slip_tcp__listen_kfd(g_pre.stack, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port),
-                                  backlog > 0 ? backlog : 128, fd);
+    struct sockaddr_storage ss = { 0 };
+    socklen_t sl = sizeof(ss);
+    be32 addr = 0;
+    uint16_t port = 0;
+    if (p->v6) {
+        /* Not bound through us (listen() binds it), v6-only, or bound natively: the kernel's. A
+         * listen without bind gets an ephemeral port on [::] first, as Linux's autobind. */
+        int rc = pre_v6only(fd) ? -1 : pre_v6_autobind(fd);
+        if (rc == 0)
+            real_getsockname(fd, (struct sockaddr *)&ss, &sl);
+        if (rc < 0 || !pre_sa_v4(p, (struct sockaddr *)&ss, sl, true, &addr, &port)) {
+            preload_release(fd);
+            return real_listen(fd, backlog);
+        }
+    } else {
+        real_getsockname(fd, (struct sockaddr *)&ss, &sl);
+        pre_sa_v4(p, (struct sockaddr *)&ss, sl, false, &addr, &port);
+    }
+    int rc = slip_tcp__listen_kfd(g_pre.stack, p->sock, addr, port, backlog > 0 ? backlog : 128, fd);
     if (rc < 0)
         return set_errno(rc);
     p->listening = 1;
@@ -460,7 +479,7 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
         uint16_t rp;
         int c = slip_tcp__accept(s, p->sock, &ra, &rp);
         if (c >= 0) {
-            int nfd = real_socket(AF_INET, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+            int nfd = real_socket(p->v6 ? AF_INET6 : AF_INET, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
             struct pfd *np = nfd >= 0 ? pfd_new(nfd) : NULL;
             if (!np) {
                 int e = nfd < 0 ? errno : EMFILE;
@@ -478,9 +497,10 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
                 real_setsockopt(nfd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one));
                 np->zerocopy = 1;
             }
+            np->v6 = p->v6;
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
-            fill_sin(sa, len, ra, rp);
+            pre_sa_fill(np, sa, len, ra, rp);
             if (nfd <= 2)
                 preload_stdio_std(nfd);     /* a server that closed its standard fds */
             return nfd;
@@ -512,7 +532,8 @@ int pre_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     struct pfd *p = pfd_get(fd);
-    struct sockaddr_in sin;
+    be32 dst;
+    uint16_t dport;
     if (!p || p->kind == PFD_EPOLL)
         return real_connect(fd, sa, len);
     struct slip_stack *s = g_pre.stack;
@@ -520,7 +541,8 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         int rc = slip_udp__connect(s, p->sock, 0, 0);
         return rc < 0 ? set_errno(rc) : 0;
     }
-    if (!sin_of(sa, len, &sin) || !slip_stack__routes_via_us(s, sin.sin_addr.s_addr)) {
+    if (!pre_sa_v4(p, sa, len, false, &dst, &dport) || !slip_stack__routes_via_us(s, dst) ||
+        (p->v6 && !p->connecting && pre_v6only(fd))) {
         preload_release(fd);
         return real_connect(fd, sa, len);
     }
@@ -528,9 +550,16 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         be32 la;
         uint16_t lp;
         slip_udp__local(s, p->sock, &la, &lp);
-        int rc = lp ? 0 : slip_udp__bind_kfd(s, p->sock, 0, 0, fd);
+        int rc = 0;
+        if (!lp && p->v6) {
+            rc = pre_v6_autobind(fd);
+            if (rc == 0)
+                rc = slip_udp__bind_bound(s, p->sock, 0, fd);
+        } else if (!lp) {
+            rc = slip_udp__bind_kfd(s, p->sock, 0, 0, fd);
+        }
         if (rc == 0)
-            rc = slip_udp__connect(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port));
+            rc = slip_udp__connect(s, p->sock, dst, dport);
         return rc < 0 ? set_errno(rc) : 0;
     }
     if (p->listening)
@@ -555,7 +584,11 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         /* Failed, and SO_ERROR already read: Linux says ECONNABORTED. */
         return (pfd_poll(p) & EPOLLHUP) ? set_errno(-ECONNABORTED) : 0;
     } else {
-        rc = slip_tcp__connect_kfd(s, p->sock, sin.sin_addr.s_addr, ntoh16(sin.sin_port), fd);
+        /* An AF_INET6 socket gets its ephemeral port on [::] here; the stack then finds the
+         * socket bound and takes that port. */
+        rc = p->v6 ? pre_v6_autobind(fd) : 0;
+        if (rc == 0)
+            rc = slip_tcp__connect_kfd(s, p->sock, dst, dport, fd);
         if (rc != -EINPROGRESS)
             return set_errno(rc == 0 ? -EISCONN : rc);
         if (p->nonblock) {
@@ -630,12 +663,16 @@ int pre_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
     struct pfd *p = pfd_get(fd);
     be32 a;
     uint16_t port;
-    if (p && p->kind == PFD_TCP && slip_tcp__local(g_pre.stack, p->sock, &a, &port) == 0 && port) {
-        fill_sin(sa, len, a, port);
+    /* An AF_INET6 socket on any address: its kernel socket is bound the same way, and says
+     * :: or ::ffff:0.0.0.0 as the application bound it. */
+    if (p && p->kind == PFD_TCP && slip_tcp__local(g_pre.stack, p->sock, &a, &port) == 0 && port &&
+        (a || !p->v6)) {
+        pre_sa_fill(p, sa, len, a, port);
         return 0;
     }
-    if (p && p->kind == PFD_UDP && slip_udp__local(g_pre.stack, p->sock, &a, &port) == 0 && port) {
-        fill_sin(sa, len, a, port);
+    if (p && p->kind == PFD_UDP && slip_udp__local(g_pre.stack, p->sock, &a, &port) == 0 && port &&
+        (a || !p->v6)) {
+        pre_sa_fill(p, sa, len, a, port);
         return 0;
     }
     return real_getsockname(fd, sa, len);
@@ -652,7 +689,7 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
                                 : slip_udp__peer(g_pre.stack, p->sock, &a, &port);
     if (rc < 0)
         return set_errno(rc);
-    fill_sin(sa, len, a, port);
+    pre_sa_fill(p, sa, len, a, port);
     return 0;
 }
 
@@ -750,6 +787,12 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
 {
     /* The kernel socket gets every option too: it validates them (EINVAL, ENOPROTOOPT exactly as
      * Linux) and getsockopt of options we do not keep reads them back from it. */
+    be32 la;
+    uint16_t lp = 0;
+    if (p->v6 && level == IPPROTO_IPV6 && opt == IPV6_V6ONLY && p->kind == PFD_TCP &&
+        slip_tcp__local(g_pre.stack, p->sock, &la, &lp) == 0 && lp)
+        return set_errno(-EINVAL);  /* Linux: not once it has a port (an accepted socket's
+                                       kernel twin has none to refuse it) */
     int krc = real_setsockopt(fd, level, opt, val, len);
     if (krc < 0)
         return krc;
@@ -895,17 +938,35 @@ static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
 static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iovcnt, const struct sockaddr *sa,
                          socklen_t sl, int flags)
 {
-    struct sockaddr_in sin;
     be32 dst = 0;
     uint16_t dport = 0;
+    if (p->v6 && sa && sl >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNSPEC)
+        sa = NULL;      /* udpv6_sendmsg: no address, the connected peer's */
+    if (p->v6) {
+        be32 la;
+        uint16_t lp;
+        if (slip_udp__local(g_pre.stack, p->sock, &la, &lp) == 0 && !lp) {
+            /* Unbound: bind the kernel socket to [::]:0 and the stack to its port, so that
+             * IPv4 (stack) and IPv6 (kernel) datagrams leave from one port, as on Linux. A
+             * v6-only socket is the kernel's. */
+            int rc = pre_v6only(fd) ? -1 : pre_v6_autobind(fd);
+            if (rc == 0)
+                rc = slip_udp__bind_bound(g_pre.stack, p->sock, 0, fd);
+            if (rc < 0) {
+                preload_release(fd);
+                struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sa ? sl : 0,
+                                    .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+                return real_sendmsg(fd, &m, flags);
+            }
+        }
+    }
     if (sa) {
-        if (!sin_of(sa, sl, &sin))
+        bool v4 = pre_sa_v4(p, sa, sl, false, &dst, &dport);
+        if (!v4 && !p->v6)
             return set_errno(-EINVAL);
-        dst = sin.sin_addr.s_addr;
-        dport = ntoh16(sin.sin_port);
         uint32_t seq = slip_stack__ctl_seq(g_pre.stack) | 1u;     /* never 0: 0 means no answer */
-        bool via_us = p->via_us_seq == seq && p->via_us_dst == dst;
-        if (!via_us && slip_stack__routes_via_us(g_pre.stack, dst)) {
+        bool via_us = v4 && p->via_us_seq == seq && p->via_us_dst == dst;
+        if (!via_us && v4 && slip_stack__routes_via_us(g_pre.stack, dst)) {
             p->via_us_dst = dst;
             p->via_us_seq = seq;
             via_us = true;
@@ -940,7 +1001,7 @@ static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags,
         ssize_t full = slip_udp__recvfrom(s, p->sock, buf, len, &a, &port,
                                           UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? UDP_RECV_PEEK : 0));
         if (full >= 0) {
-            fill_sin(sa, sl, a, port);
+            pre_sa_fill(p, sa, sl, a, port);
             if (mflags && (size_t)full > len)
                 *mflags |= MSG_TRUNC;
             return (flags & MSG_TRUNC) ? full : (ssize_t)SLIP_MIN((size_t)full, len);
@@ -1082,7 +1143,7 @@ static void adopt_passed(int fd)
         return;
     int dom = 0;
     socklen_t dl = sizeof(dom);
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || dom != AF_INET)
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6))
         return;
     struct slip_stack *s = preload_stack();
     bool tcp;
@@ -1097,6 +1158,7 @@ static void adopt_passed(int fd)
     p->kind = tcp ? PFD_TCP : PFD_UDP;
     p->sock = sock;
     p->nonblock = (real_fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+    p->v6 = dom == AF_INET6;
     p->listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc;
     slip_sock__pass_in(s, tcp, sock);
 }

@@ -19,6 +19,8 @@ int slip_udp__bind(struct slip_stack *s, int sock, be32 addr, uint16_t port)
     return slip_udp__bind_kfd(s, sock, addr, port, -1);
 }
 
+static int udp_bind_claim(struct slip_stack *s, int sock, be32 addr, uint16_t port, int kfd, int app_kfd);
+
 int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd)
 {
     if (!sock_ok(s, sock))
@@ -37,7 +39,28 @@ int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port,
             close(kfd);
         return -e;
     }
-    port = ntoh16(sin.sin_port);
+    return udp_bind_claim(s, sock, addr, ntoh16(sin.sin_port), kfd, app_kfd);
+}
+
+int slip_udp__bind_bound(struct slip_stack *s, int sock, be32 addr, int app_kfd)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    /* sin6_port and sin_port sit at the same offset: the port is read the same for both. */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(app_kfd, (struct sockaddr *)&ss, &sl) < 0)
+        return -errno;
+    uint16_t port = ntoh16(((struct sockaddr_in *)&ss)->sin_port);
+    if (!port)
+        return -EINVAL;
+    return udp_bind_claim(s, sock, addr, port, app_kfd, app_kfd);
+}
+
+/* The kernel socket kfd holds (addr, port): bind the stack socket there and claim it in the XDP
+ * program. kfd is the application's (app_kfd) or one we made (closed on failure). */
+static int udp_bind_claim(struct slip_stack *s, int sock, be32 addr, uint16_t port, int kfd, int app_kfd)
+{
     /* SO_REUSEPORT was set on the kernel socket, whose bind() just applied Linux's rules. */
     int reuseport = 0;
     socklen_t rl = sizeof(reuseport);

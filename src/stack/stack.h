@@ -197,6 +197,10 @@ ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len
 int slip_udp__close(struct slip_stack *s, int sock);
 /* As slip_udp__bind, with the application's own kernel socket doing the port reservation. */
 int slip_udp__bind_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd);
+/* The application's kernel socket is bound already, by the POSIX layer with the application's
+ * own address (an AF_INET6 socket, whose sockaddr and errors stay the kernel's): the stack socket
+ * binds IPv4 address addr (0: any) and the port the kernel socket holds. */
+int slip_udp__bind_bound(struct slip_stack *s, int sock, be32 addr, int app_kfd);
 unsigned slip_udp__poll(struct slip_stack *s, int sock);
 int slip_udp__so_error(struct slip_stack *s, int sock);
 int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);

@@ -117,6 +117,24 @@ struct tcp_conn_stats {
     uint64_t dupacks_in, ooo_segs, ooo_drops, rcv_drops, zero_window_probes, keepalive_probes;
     uint64_t challenge_acks, no_frame;
     uint64_t tlp_probes, rack_lost;   /* RFC 8985: loss probes sent, segments RACK marked lost */
+    uint64_t undos;                   /* reductions undone as spurious (tcp_undo.c) */
+};
+
+/* A congestion episode that may prove spurious (tcp_undo.c): what the reduction replaced, and
+ * the evidence collected since (RFC 3522 RetransmitTS, RFC 3708 D-SACKed retransmissions). */
+#define TCP_UNDO_NONE     0
+#define TCP_UNDO_RECOVERY 1   /* fast recovery (RFC 6675 / RACK) */
+#define TCP_UNDO_RTO      2   /* retransmission timeout */
+struct tcp_undo {
+    uint8_t kind;             /* TCP_UNDO_* */
+    uint8_t have_ts;          /* retrans_ts is set */
+    uint8_t eifel_done;       /* the first new ACK after the timeout was judged */
+    uint8_t pad;
+    uint32_t marker;          /* SND.UNA when the episode began */
+    uint32_t retrans_ts;      /* our timestamp clock (no offset) at the first retransmission */
+    uint32_t retrans_segs;    /* retransmitted segments no D-SACK has reported yet */
+    uint32_t prior_cwnd, prior_ssthresh;
+    struct tcp_cc_state prior_cc;
 };
 
 struct tcp_conn {
@@ -191,6 +209,7 @@ struct tcp_conn {
     int32_t soft_error;       /* last ICMP soft error, reported on timeout */
 
     struct tcp_cc_state cc;
+    struct tcp_undo undo;
     struct tcp_conn_stats st;
 
     /* For TCP_INFO (Linux's struct tcp_info): when new data last left, data last arrived and an
@@ -219,7 +238,8 @@ struct tcp_conn {
     X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(syn_full_drops) \
     X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
-    X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost)
+    X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
+    X(spurious_rto) X(undo_recovery) X(dsacks_in)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

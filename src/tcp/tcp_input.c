@@ -61,6 +61,7 @@ static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp
 {
     const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
     uint32_t dmss = tcp_output__data_mss(c);
+    tcp_undo__begin(c, TCP_UNDO_RECOVERY, env->now);
     c->ssthresh = cc->ssthresh(c, env->now);
     c->snd_recover = c->snd_max;
     c->flags |= TCPF_RECOVERY;
@@ -220,10 +221,11 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         on_dupack(env, sh, c);
     }
 
+    tcp_undo__on_ack(sh, c, old_una, s);
     if (sack) {
         tcp_rack__tlp_ack(env, c, ack, &s->th.opts);
         int64_t delivered = (int64_t)(c->snd_una - old_una) + (int64_t)tcp_sack__sacked_bytes(c) - sacked_before;
-        tcp_rack__after_ack(env, sh, c, delivered > 0 ? (uint32_t)delivered : 0);
+        tcp_rack__after_ack(env, sh, c, delivered > 0 ? (uint32_t)delivered : 0, c->snd_una != old_una);
     }
 
     /* RFC 9293 §3.10.7.4: update the send window from the newest segment only. */

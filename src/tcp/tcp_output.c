@@ -163,6 +163,7 @@ int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         sh->c.retransmits++;
         c->st.retransmits++;
         c->st.retrans_bytes += len;
+        tcp_undo__retransmitted(c, len, env->now);
         /* Karn: a retransmitted segment's ACK is ambiguous; stop timing it. */
         if ((c->flags & TCPF_RTT_TIMING) && seq_leq(seq, c->rt_seq) && seq_lt(c->rt_seq, seq + len + 1))
             c->flags &= ~TCPF_RTT_TIMING;

@@ -170,6 +170,13 @@ void tcp_rack__mark_all_lost(struct tcp_conn *c)
     coalesce(c);
 }
 
+void tcp_rack__clear_lost(struct tcp_conn *c)
+{
+    for (unsigned i = 0; i < c->ntxr; i++)
+        c->txr[i].flags &= ~TXR_LOST;
+    coalesce(c);
+}
+
 /* Linux's in_flight: unSACKed bytes not marked lost (a retransmitted range counts once). */
 uint32_t tcp_rack__pipe(const struct tcp_conn *c)
 {
@@ -239,6 +246,8 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
         return;
     if (!(r->flags & TXR_RETRANS) && rtt > 0 && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
         c->rack_min_rtt_us = (uint32_t)rtt;
+    if (newly && !(r->flags & TXR_RETRANS))
+        tcp_hystart__rtt(c, (uint32_t)rtt);     /* RFC 9406 §4.2: one sample per delivery */
     if (!(c->rack_flags & RACKF_VALID) || sent_after(r->xmit_us, dend, c->rack_xmit_us, c->rack_end)) {
         c->rack_xmit_us = r->xmit_us;
         c->rack_end = dend;
@@ -259,7 +268,7 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
 {
     if (!(c->flags & TCPF_SACK_OK) || !c->ntxr)
         return;
-    uint32_t t = now_us(now);
+    uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
     for (unsigned i = 0; i < c->ntxr; i++) {
@@ -274,7 +283,12 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
             if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
                 continue;
             uint32_t os = seq_max(bs, r->start), oe = seq_min(be, r->end);
-            if (seq_lt(os, oe))
+            /* RFC 8985 §6.2 step 1 takes segments that are SACKed, i.e. whole ones: a block
+             * covering a few bytes of a segment (packetdrill fr-4pkt-fack-last-byte: the last
+             * byte of four) delivers none, as in Linux, whose SACK tagging works on whole
+             * packets. A record holds segments sent at one instant; less than a full segment
+             * of it is not taken as a delivery. */
+            if (seq_lt(os, oe) && oe - os >= SLIP_MIN(dmss, r->end - r->start))
                 rack_update(c, r, oe, t, !fully_sacked(c, os, oe));
         }
     }
@@ -337,6 +351,7 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
 static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+    tcp_undo__begin(c, TCP_UNDO_RECOVERY, env->now);
     c->ssthresh = cc->ssthresh(c, env->now);
     c->snd_recover = c->snd_max;
     c->high_rxt = c->snd_una;
@@ -353,8 +368,11 @@ static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp
 }
 
 /* RFC 6937 §3 with PRR-SSRB: cwnd = pipe + sndcnt, proportional while pipe > ssthresh, then
- * slow start back up to ssthresh. The first ACK always lets one segment out (fast retransmit). */
-static void prr_update(struct tcp_conn *c, uint32_t delivered)
+ * slow start back up to ssthresh. The first ACK always lets one segment out (fast retransmit).
+ * SSRB's extra segment comes only with an ACK that advances SND.UNA (Linux tcp_cwnd_reduction,
+ * and the rfc6937bis revision): a SACK-only ACK sends what it delivered, no more, so the ACK
+ * that starts recovery sends just the retransmission (packetdrill prr-ss-ack-below-snd_una). */
+static void prr_update(struct tcp_conn *c, uint32_t delivered, bool una_advanced)
 {
     uint32_t dmss = tcp_output__data_mss(c);
     c->prr_delivered += delivered;
@@ -364,7 +382,8 @@ static void prr_update(struct tcp_conn *c, uint32_t delivered)
         uint64_t fs = SLIP_MAX(c->prr_recover_fs, 1u);
         sndcnt = (int64_t)(((uint64_t)c->prr_delivered * c->ssthresh + fs - 1) / fs) - c->prr_out;
     } else {
-        int64_t limit = SLIP_MAX((int64_t)c->prr_delivered - c->prr_out, (int64_t)delivered) + dmss;
+        int64_t limit = SLIP_MAX((int64_t)c->prr_delivered - c->prr_out, (int64_t)delivered) +
+                        (una_advanced ? dmss : 0);
         sndcnt = SLIP_MIN((int64_t)c->ssthresh - pipe, limit);
     }
     if (sndcnt < 0)
@@ -375,7 +394,8 @@ static void prr_update(struct tcp_conn *c, uint32_t delivered)
     c->cwnd = pipe + (uint32_t)sndcnt;
 }
 
-void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered)
+void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered,
+                         bool una_advanced)
 {
     if (!sack_capable(c) || c->snd_una == c->snd_max) {
         tcp_timer__stop(c, TT_REO);
@@ -400,8 +420,13 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c))
         enter_recovery(env, sh, c);
     if (c->flags & TCPF_RECOVERY)
-        prr_update(c, delivered);
-    tcp_rack__schedule_pto(env, sh, c);
+        prr_update(c, delivered, una_advanced);
+    /* RFC 8985 §7.2: the PTO is (re)armed when new data is sent or an ACK acknowledges new data;
+     * a duplicate ACK (SACK only) leaves it running, as in Linux, so a SACK that starts no
+     * recovery does not push the probe further away (fr-4pkt-fack-last-byte: the probe leaves
+     * 2 SRTT after the data, not after the SACK). Entering recovery still stops it. */
+    if (una_advanced || !tcp_timer__armed(c, TT_PTO) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        tcp_rack__schedule_pto(env, sh, c);
 }
 
 void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -413,7 +438,7 @@ void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
         tcp_timer__set(sh, c, TT_REO, env->now + (slip_time_t)wait * SLIP_USEC + 1);
     if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c)) {
         enter_recovery(env, sh, c);
-        prr_update(c, 0);
+        prr_update(c, 0, false);
     }
     tcp_output(env, sh, c);
 }

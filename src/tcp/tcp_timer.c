@@ -18,7 +18,10 @@ void tcp_timer__stop_all(struct tcp_conn *c)
 }
 
 /* RFC 6298 §2.2 (first sample) and §2.3 (later ones), alpha = 1/8, beta = 1/4, K = 4. The clock
- * granularity G is 1 µs here, so max(G, K*RTTVAR) is K*RTTVAR unless that is 0. */
+ * granularity G is 1 µs here. The floor of §2.4 goes on the variance term, as Linux does
+ * (tcp_set_rto: RTO = SRTT + max(4*RTTVAR, rto_min)), not on the whole RTO: on a 50 ms path the
+ * RTO is 250 ms, not 200 ms, so a delayed ACK plus some queueing does not look like a loss
+ * (docs/COMPLIANCE.md). */
 void tcp_rtt__sample(struct tcp_conn *c, slip_time_t rtt)
 {
     uint64_t r = rtt / SLIP_USEC;
@@ -34,14 +37,15 @@ void tcp_rtt__sample(struct tcp_conn *c, slip_time_t rtt)
         c->rttvar_us = (uint32_t)((3ull * c->rttvar_us + diff) / 4);
         c->srtt_us = (uint32_t)((7ull * c->srtt_us + r) / 8);
     }
-    uint64_t var4 = 4ull * c->rttvar_us;
-    c->rto_us = (uint32_t)SLIP_MIN((uint64_t)c->srtt_us + (var4 ? var4 : 1), (uint64_t)UINT32_MAX);
+    uint64_t var4 = SLIP_MAX(4ull * c->rttvar_us, (uint64_t)(TCP_RTO_MIN / SLIP_USEC));
+    c->rto_us = (uint32_t)SLIP_MIN((uint64_t)c->srtt_us + var4, (uint64_t)UINT32_MAX);
 }
 
 slip_time_t tcp_rto(const struct tcp_conn *c)
 {
     slip_time_t rto = (slip_time_t)c->rto_us * SLIP_USEC;
-    /* RFC 6298 §2.4 says 1 s minimum; we follow Linux's 200 ms (docs/COMPLIANCE-tcp.md). */
+    /* RFC 6298 §2.4 says 1 s minimum; we follow Linux (200 ms on the variance term, above, so
+     * this bound only matters for a hand-set rto_us: docs/COMPLIANCE.md). */
     if (rto < TCP_RTO_MIN)
         rto = TCP_RTO_MIN;
     for (unsigned k = 0; k < c->rxt_shift && rto < TCP_RTO_MAX; k++)
@@ -95,6 +99,7 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     } else {
         /* RFC 5681 §3.1 eq. 4 (once per loss episode) and cwnd = loss window; RFC 6298 §5.4-5.6. */
         const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+        tcp_undo__begin(c, TCP_UNDO_RTO, env->now);
         if (c->rxt_shift == 1 || !(c->flags & TCPF_RECOVERY))
             c->ssthresh = cc->ssthresh(c, env->now);
         cc->on_rto(c);

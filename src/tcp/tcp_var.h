@@ -142,13 +142,16 @@ void tcp_rack__trim(struct tcp_conn *c);
 void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now);
 /* After an ACK: DupThresh and RACK marking, recovery entry, PRR's cwnd, the TLP timer.
  * delivered: bytes newly acknowledged or SACKed by it. */
-void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered);
+void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered,
+                         bool una_advanced);
 /* Unsacked bytes in flight not marked lost. */
 uint32_t tcp_rack__pipe(const struct tcp_conn *c);
 /* The first unSACKed range marked lost (the caller bounds len by the MSS). */
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len);
 bool tcp_rack__has_lost(const struct tcp_conn *c);
 void tcp_rack__mark_all_lost(struct tcp_conn *c);
+/* Forgets every LOST mark (a spurious episode was undone). */
+void tcp_rack__clear_lost(struct tcp_conn *c);
 /* RTO on a SACK connection: mark every unSACKed range lost, stop probes. */
 void tcp_rack__on_rto(struct tcp_conn *c);
 void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
@@ -156,6 +159,17 @@ void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
 void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
 /* RFC 8985 §7.4: ends a probe episode (every ACK, also duplicates that may carry a D-SACK). */
 void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o);
+
+/* tcp_undo.c: spurious recovery and timeout detection (RFC 3522 timestamps, RFC 2883/3708
+ * D-SACK) and the undo of the reduction (Linux; RFC 4015 §2 for timeouts). */
+/* A reduction is about to happen (kind TCP_UNDO_RECOVERY or TCP_UNDO_RTO): remember what it
+ * replaces. */
+void tcp_undo__begin(struct tcp_conn *c, int kind, slip_time_t now);
+/* A data segment (len bytes, 0 for a bare FIN) was sent again. */
+void tcp_undo__retransmitted(struct tcp_conn *c, uint32_t len, slip_time_t now);
+/* After an ACK was processed (old_una: SND.UNA before it): D-SACK accounting, and the undo
+ * when the episode proves spurious. */
+void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_una, const struct tcp_seg *s);
 
 /* tcp_isn.c */
 uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len);

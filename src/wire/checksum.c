@@ -83,6 +83,16 @@ uint32_t wire_csum_pseudo4(be32 src, be32 dst, uint8_t proto, uint16_t l4_len)
     return csum_fold64(acc);
 }
 
+uint32_t wire_csum_pseudo6(const void *src, const void *dst, uint8_t proto, uint32_t l4_len)
+{
+    /* RFC 8200 §8.1: the 32-bit upper-layer length and the next header in a 32-bit word, both
+     * in network order; added as memory like the addresses. */
+    be32 w[2] = { hton32(l4_len), hton32(proto) };
+    uint32_t sum = wire_csum_add(0, src, 16);
+    sum = wire_csum_add(sum, dst, 16);
+    return wire_csum_add(sum, w, sizeof(w));
+}
+
 be16 wire_csum_update16(be16 csum, be16 old_v, be16 new_v)
 {
     /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'); unlike eqn. 2 it cannot produce -0 wrongly. */

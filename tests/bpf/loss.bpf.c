@@ -37,7 +37,7 @@ static __always_inline void count(__u32 idx)
 
 /* IPv4 carrying TCP or UDP. bpf_skb_load_bytes instead of direct access: it also works when
  * the headers are not in the linear part of the skb. */
-static __always_inline int is_ipv4_l4(struct __sk_buff *skb)
+static __always_inline int is_ipv4_l4(struct __sk_buff *skb, __u32 *tot_len)
 {
     struct iphdr iph;
 
@@ -45,6 +45,7 @@ static __always_inline int is_ipv4_l4(struct __sk_buff *skb)
         return 0;
     if (bpf_skb_load_bytes(skb, ETH_HLEN, &iph, sizeof(iph)) < 0)
         return 0;
+    *tot_len = bpf_ntohs(iph.tot_len);
     return iph.version == 4 && (iph.protocol == IPPROTO_TCP || iph.protocol == IPPROTO_UDP);
 }
 
@@ -56,9 +57,19 @@ int slip_loss(struct __sk_buff *skb)
 
     if (!cfg)
         return TC_ACT_OK;
-    if (cfg->only_l4 && !is_ipv4_l4(skb)) {
+    __u32 tot_len = 0;
+    int l4 = is_ipv4_l4(skb, &tot_len);
+
+    if (cfg->only_l4 && !l4) {
         count(LOSS_C_SKIPPED);
         return TC_ACT_OK;
+    }
+    /* Not atomic (the target's clang has no fetching add): two packets of that length racing
+     * on two CPUs could both go; the tail-loss test sends one, and its probe an RTT later. */
+    if (l4 && cfg->drop_left && tot_len == cfg->drop_len) {
+        cfg->drop_left--;
+        count(LOSS_C_DROPPED);
+        return TC_ACT_SHOT;
     }
     if (skb->gso_segs > 1)
         count(LOSS_C_GSO);

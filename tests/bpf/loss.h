@@ -10,6 +10,10 @@
 struct loss_cfg {
     __u32 ppm;      /* drop probability in parts per million, 0 .. LOSS_PPM_MAX */
     __u32 only_l4;  /* nonzero: only IPv4 TCP/UDP packets are candidates for a drop */
+    /* Deterministic drops besides the random ones: the next drop_left IPv4 packets whose total
+     * length is drop_len (a tail segment of a size nothing else has, for a tail-loss test). */
+    __u32 drop_len;
+    __u32 drop_left;
 };
 
 /* PASSED + DROPPED are the candidates, so the measured rate is DROPPED / (PASSED + DROPPED).

@@ -2,7 +2,8 @@
  * so that packets arriving there are dropped with a given probability, like loss on a wire.
  *   tc_loss --iface IF --ppm N [--only-l4]
  * Prints "attached ifindex=N" once the filter is in place. Each stdin line "ppm N" changes the
- * rate (answered "ppm N"). SIGTERM, SIGINT or EOF on stdin print the counters on one line
+ * rate (answered "ppm N"); "droplen LEN COUNT" drops the next COUNT IPv4 TCP/UDP packets of total
+ * length LEN besides (answered the same; a later "ppm" line cancels what is left). SIGTERM, SIGINT or EOF on stdin print the counters on one line
  * ("passed=N dropped=N skipped=N gso=N"), remove the filter (and the clsact qdisc if this program
  * created it) and exit 0. Any error: one line on stderr, exit 1. A SIGKILLed tc_loss leaves its
  * filter behind until the interface or namespace goes away. */
@@ -142,15 +143,29 @@ static int tc_loss__counters(struct tc_loss *t, uint64_t out[LOSS_C__MAX])
 /* One stdin line. Unknown commands are reported but do not stop the loss. */
 static void tc_loss__command(struct tc_loss *t, char *line)
 {
-    uint32_t ppm;
+    uint32_t ppm, len, count;
     int rc;
 
+    if (sscanf(line, "droplen %u %u", &len, &count) == 2 && len >= 20 && len <= 65535) {
+        /* The next `count` IPv4 TCP/UDP packets of total length `len` are dropped. */
+        t->cfg.drop_len = len;
+        t->cfg.drop_left = count;
+        rc = tc_loss__set_cfg(t);
+        if (rc)
+            fprintf(stderr, "tc_loss: cannot set droplen: %s\n", strerror(-rc));
+        else
+            printf("droplen %u %u\n", len, count);
+        fflush(stdout);
+        return;
+    }
     if (strncmp(line, "ppm ", 4) || parse_ppm(line + 4, &ppm)) {
         line[strcspn(line, "\n")] = 0;
-        fprintf(stderr, "tc_loss: ignoring '%s' (expected 'ppm N', N <= %u)\n", line, LOSS_PPM_MAX);
+        fprintf(stderr, "tc_loss: ignoring '%s' (expected 'ppm N', N <= %u, or 'droplen LEN COUNT')\n",
+                line, LOSS_PPM_MAX);
         return;
     }
     t->cfg.ppm = ppm;
+    t->cfg.drop_left = 0;
     rc = tc_loss__set_cfg(t);
     if (rc)
         fprintf(stderr, "tc_loss: cannot set the rate: %s\n", strerror(-rc));

@@ -647,8 +647,8 @@ def test_memcached_memcslap(testbed, slip, workdir, daemon):
 # Python
 
 def test_python_http_server_with_curl(testbed, slip, www, workdir):
-    """`python3 -m http.server -b 0.0.0.0`: without -b it binds an IPv6 dual-stack socket,
-    which stays on the kernel until the stack has IPv6."""
+    """`python3 -m http.server -b 0.0.0.0` (test_dualstack.py runs it without -b and with
+    -b ::, a dual-stack socket)."""
     a, b = testbed.host("a"), testbed.host("b")
     d, sums = www
     log = os.path.join(workdir, "http.log")

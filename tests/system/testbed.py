@@ -604,6 +604,15 @@ class Testbed:
             self._loss_stop()
             raise
 
+    def router_drop_len(self, host, length, count=1):
+        """Besides the random loss: the router drops the next `count` IPv4 TCP/UDP packets of
+        total length `length` that come from `host` (a tail segment of a size nothing else has).
+        Needs router_loss() running; a later router_loss() call cancels what is left."""
+        loss = getattr(self, "_loss", None)
+        if not loss or host not in loss["procs"]:
+            raise RuntimeError("router_drop_len needs router_loss() running")
+        _loss_command(loss["procs"][host][1], f"droplen {int(length)} {int(count)}")
+
     def router_loss_stats(self):
         if not getattr(self, "_loss", None):
             raise RuntimeError("router_loss() is not running")

@@ -23,7 +23,19 @@ struct tcp_cc_state {
     double cwnd_prior;          /* CUBIC: cwnd at the last reduction (segments) */
     slip_time_t epoch;          /* CUBIC: start of the current avoidance epoch, 0 = none */
     uint32_t acked_acc;         /* NewReno: bytes acked towards the next +1 MSS in avoidance */
+    /* HyStart++ (RFC 9406 §4.2 names), microseconds; see cc/hystart.c. */
+    uint32_t hs_window_end;     /* windowEnd: the round ends when SND.UNA reaches it */
+    uint32_t hs_last_min_us;    /* lastRoundMinRTT (0 = none yet) */
+    uint32_t hs_cur_min_us;     /* currentRoundMinRTT (0 = none yet) */
+    uint32_t hs_css_base_us;    /* cssBaselineMinRtt */
+    uint16_t hs_samples;        /* rttSampleCount */
+    uint8_t hs_state;           /* TCP_HS_* */
+    uint8_t hs_css_rounds;      /* rounds spent in CSS */
 };
+
+#define TCP_HS_SS   0           /* slow start, watching the RTT */
+#define TCP_HS_CSS  1           /* Conservative Slow Start */
+#define TCP_HS_DONE 2           /* left the first slow start: standard slow start from now on */
 
 struct tcp_cc_ops {
     const char *name;
@@ -45,6 +57,11 @@ int tcp_cc__by_name(const char *name);
 /* Slow start shared by both algorithms: RFC 5681 §3.1 with RFC 3465 ABC (L = 2 SMSS).
  * Returns the bytes of acked left over once cwnd reached ssthresh. */
 uint32_t tcp_cc__slow_start(struct tcp_conn *c, uint32_t acked);
+
+/* HyStart++ (RFC 9406): an RTT sample of a newly acknowledged, never retransmitted segment; and
+ * the end of the first slow start (a congestion event). */
+void tcp_hystart__rtt(struct tcp_conn *c, uint32_t rtt_us);
+void tcp_hystart__exit(struct tcp_conn *c);
 
 /* CUBIC's formula pieces (RFC 9438 §4.2 eq. 1 and 2), exposed for tests. */
 double tcp_cubic__k(double w_max, double cwnd_epoch);

@@ -1,7 +1,7 @@
 /* CUBIC (RFC 9438): after a reduction the window follows W_cubic(t) = C*(t-K)^3 + W_max, never
  * below the Reno-friendly estimate W_est (§4.3); beta = 0.7, C = 0.4, fast convergence (§4.7).
- * Windows are computed in segments (doubles) and applied to cwnd in bytes. HyStart++ is not
- * implemented (slow start is RFC 5681's). */
+ * Windows are computed in segments (doubles) and applied to cwnd in bytes. Slow start is
+ * tcp_cc__slow_start with HyStart++ (cc/hystart.c). */
 #include <math.h>
 #include <string.h>
 
@@ -79,6 +79,7 @@ static void cubic_on_ack(struct tcp_conn *c, uint32_t acked, slip_time_t now)
 static uint32_t cubic_ssthresh(struct tcp_conn *c, slip_time_t now)
 {
     (void)now;
+    tcp_hystart__exit(c);
     double smss = tcp_output__data_mss(c);
     double cwnd = c->cwnd / smss;
     /* §4.7 fast convergence: a flow that lost before reaching its previous W_max gives room. */

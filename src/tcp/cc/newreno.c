@@ -5,20 +5,6 @@
 
 #include "tcp/tcp_var.h"
 
-uint32_t tcp_cc__slow_start(struct tcp_conn *c, uint32_t acked)
-{
-    uint32_t smss = tcp_output__data_mss(c);
-    /* RFC 5681 §3.1 eq. 2 with RFC 3465 L = 2: at most 2 SMSS per ACK. */
-    uint32_t inc = SLIP_MIN(acked, 2 * smss);
-    uint32_t room = c->ssthresh > c->cwnd ? c->ssthresh - c->cwnd : 0;
-    if (inc <= room) {
-        c->cwnd += inc;
-        return acked > inc ? (c->cwnd >= c->ssthresh ? acked - inc : 0) : 0;
-    }
-    c->cwnd += room;
-    return acked - room;
-}
-
 static void newreno_init(struct tcp_conn *c)
 {
     memset(&c->cc, 0, sizeof(c->cc));
@@ -47,6 +33,7 @@ static void newreno_on_ack(struct tcp_conn *c, uint32_t acked, slip_time_t now)
 static uint32_t newreno_ssthresh(struct tcp_conn *c, slip_time_t now)
 {
     (void)now;
+    tcp_hystart__exit(c);
     /* RFC 5681 §3.1 eq. 4. */
     uint32_t flight = c->snd_max - c->snd_una;
     uint32_t smss = tcp_output__data_mss(c);

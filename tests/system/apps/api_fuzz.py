@@ -122,10 +122,15 @@ class Guard:
     """One checksummed stream through the kernel echo service: what was sent and not yet read
     back is kept and every echoed byte compared with it."""
 
-    def __init__(self, idx, peer, seed):
+    def __init__(self, idx, peer, seed, v6=False):
         self.idx = idx
         self.rng = random.Random(seed * 7919 + idx)
-        self.s = socket.create_connection((peer, ECHO), timeout=10)
+        if v6:      # a dual-stack AF_INET6 socket to the IPv4 peer
+            self.s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            self.s.settimeout(10)
+            self.s.connect(("::ffff:" + peer, ECHO))
+        else:
+            self.s = socket.create_connection((peer, ECHO), timeout=10)
         self.s.setblocking(False)
         self.fd = self.s.fileno()
         self.carry = b""           # generated, not yet accepted by send
@@ -208,6 +213,7 @@ class Fuzzer:
         self.peer = a.peer
         self.local = a.local
         self.seed = a.seed
+        self.v6 = a.v6
         self.rng = random.Random(a.seed)
         self.sendbuf = ctypes.create_string_buffer(random.Random(a.seed).randbytes(MAXBUF), MAXBUF)
         self.recvbuf = ctypes.create_string_buffer(MAXBUF)
@@ -327,14 +333,34 @@ class Fuzzer:
         if rng.random() < 0.08:
             n = rng.choice([0, 1, 2, 4, 8, 15, 17, 28, 128, 129, 1 << 16])
         # The buffer always covers the length: a wrong length, never a bad pointer.
+        sa, n = self.to_v6(fd, sa, n)
         b = ctypes.create_string_buffer(sa + bytes(max(n, 128)), len(sa) + max(n, 128))
         return b, n, sa
+
+    def family(self, fd):
+        """The socket's domain, asked outside the counted calls (SO_DOMAIN); None if not one."""
+        v = ctypes.c_int(0)
+        n = ctypes.c_uint(4)
+        if fd is None or libc.getsockopt(fd, socket.SOL_SOCKET, 39, ctypes.byref(v), ctypes.byref(n)) < 0:
+            return None
+        return v.value
+
+    def to_v6(self, fd, sa, n):
+        """--v6: an AF_INET address for an AF_INET6 socket becomes, most of the time, the v4-mapped
+        sockaddr_in6 a dual-stack program would pass."""
+        if (self.v6 and len(sa) == 16 and struct.unpack("<H", sa[:2])[0] == socket.AF_INET and
+                self.rng.random() < 0.85 and self.family(fd) == socket.AF_INET6):
+            ip = socket.inet_ntoa(sa[4:8])
+            sa = sin6("::ffff:" + ip, struct.unpack("!H", sa[2:4])[0])
+            if n == 16:
+                n = len(sa)
+        return sa, n
 
     def own_name(self, fd):
         b = ctypes.create_string_buffer(128)
         n = ctypes.c_uint(128)
-        if libc.getsockname(fd, b, ctypes.byref(n)) == 0 and n.value == 16:
-            return b.raw[:16]
+        if libc.getsockname(fd, b, ctypes.byref(n)) == 0 and n.value in (16, 28):
+            return b.raw[:n.value]
         return None
 
     # ------------------------------------------------------------------ operations
@@ -342,6 +368,8 @@ class Fuzzer:
     def op_socket(self):
         rng = self.rng
         dom = rng.choice([socket.AF_INET] * 10 + [socket.AF_INET6, socket.AF_UNIX, 12345, -1])
+        if self.v6 and dom == socket.AF_INET and rng.random() < self.v6:
+            dom = socket.AF_INET6
         typ = rng.choice([socket.SOCK_STREAM] * 5 + [socket.SOCK_DGRAM] * 4 + [socket.SOCK_SEQPACKET, 99, 0])
         typ |= self.flags([socket.SOCK_NONBLOCK, socket.SOCK_CLOEXEC])
         proto = rng.choice([0] * 6 + [socket.IPPROTO_TCP, socket.IPPROTO_UDP, 99, -1])
@@ -365,6 +393,7 @@ class Fuzzer:
         else:
             sa = sin(self.local, 20005, family=rng.choice([socket.AF_INET6, socket.AF_UNIX, 77]))
         n = len(sa) if rng.random() < 0.85 else rng.choice([0, 2, 4, 8, 15, 17, 64])
+        sa, n = self.to_v6(fd, sa, n)
         b = ctypes.create_string_buffer(sa + bytes(64), len(sa) + 64)
         self.call("bind", f"fd={fd} {sa.hex()} len={n}", libc.bind, fd, b, n)
 
@@ -810,33 +839,41 @@ class Fuzzer:
         udp = self.rng.random() < 0.25
         typ = (socket.SOCK_DGRAM if udp else socket.SOCK_STREAM) | (
             socket.SOCK_NONBLOCK if self.rng.random() < 0.4 else 0)
-        fd = self.call("socket", f"fresh {typ:#x}", libc.socket, socket.AF_INET, typ, 0)
+        v6 = self.v6 and self.rng.random() < self.v6
+        fd = self.call("socket", f"fresh {typ:#x}{' v6' if v6 else ''}", libc.socket,
+                       socket.AF_INET6 if v6 else socket.AF_INET, typ, 0)
         if fd < 0:
             return
         self.add(fd, "fresh")
         port = UDPECHO if udp else self.rng.choice([ECHO, ECHO, ECHO, DISCARD, HOLD, CLOSEAFTER, RESET])
-        b = ctypes.create_string_buffer(sin(self.peer, port), 16)
+        sa = sin6("::ffff:" + self.peer, port) if v6 else sin(self.peer, port)
+        b = ctypes.create_string_buffer(sa, len(sa))
         self.bound(fd)
-        self.call("connect", f"fd={fd} fresh {self.peer}:{port}", libc.connect, fd, b, 16)
+        self.call("connect", f"fd={fd} fresh {self.peer}:{port}", libc.connect, fd, b, len(sa))
 
     def op_pair(self):
         """A listener on the local address, a pool socket connected to it, and the accepted one."""
-        ls = self.call("socket", "pair listener", libc.socket, socket.AF_INET, socket.SOCK_STREAM, 0)
+        v6 = self.v6 and self.rng.random() < self.v6
+        fam = socket.AF_INET6 if v6 else socket.AF_INET
+        ls = self.call("socket", "pair listener", libc.socket, fam, socket.SOCK_STREAM, 0)
         if ls < 0:
             return
         self.add(ls, "listener")
-        b = ctypes.create_string_buffer(sin(self.local, 0), 16)
-        self.call("bind", f"fd={ls} pair", libc.bind, ls, b, 16)
+        sa = sin6(self.rng.choice(["::", "::ffff:" + self.local]), 0) if v6 else sin(self.local, 0)
+        b = ctypes.create_string_buffer(sa, len(sa))
+        self.call("bind", f"fd={ls} pair", libc.bind, ls, b, len(sa))
         self.call("listen", f"fd={ls} pair", libc.listen, ls, 8)
         name = self.own_name(ls)
         if not name:
             return
-        c = self.call("socket", "pair client", libc.socket, socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0)
+        c = self.call("socket", "pair client", libc.socket, fam, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0)
         if c < 0:
             return
         self.add(c, "client")
-        nb = ctypes.create_string_buffer(name, 16)
-        self.call("connect", f"fd={c} pair {name.hex()}", libc.connect, c, nb, 16)
+        if v6 and name[8:24] == bytes(16):      # bound to [::]: connect to the mapped local address
+            name = sin6("::ffff:" + self.local, struct.unpack("!H", name[2:4])[0])
+        nb = ctypes.create_string_buffer(name, len(name))
+        self.call("connect", f"fd={c} pair {name.hex()}", libc.connect, c, nb, len(name))
         self.bound(ls)
         nfd = self.call("accept4", f"fd={ls} pair", libc.accept4, ls, None, None, self.rng.choice([0, socket.SOCK_NONBLOCK]))
         self.add(nfd, "accept")
@@ -882,7 +919,7 @@ class Fuzzer:
     def run(self):
         t0 = time.monotonic()
         for i in range(self.a.guards):
-            g = Guard(i, self.peer, self.seed)
+            g = Guard(i, self.peer, self.seed, v6=self.v6 > 0 and i % 2 == 1)
             self.guards.append(g)
             self.guard_fds.add(g.fd)
         threading.Thread(target=self.watchdog, daemon=True).start()
@@ -1087,6 +1124,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--max-ops", type=int, default=None)
     ap.add_argument("--guards", type=int, default=3)
+    ap.add_argument("--v6", type=float, default=0.0, help="share of sockets made AF_INET6 (dual-stack, "
+                    "v4-mapped addresses); with it every other guard is one too")
     ap.add_argument("--hang", type=float, default=5.0, help="seconds one call may take")
     ap.add_argument("--trace", default=None)
     ap.add_argument("--avoid", default="", help="known-bug features to leave out (comma list): "

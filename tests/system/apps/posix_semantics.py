@@ -1594,6 +1594,20 @@ def sc_stdio_fdopen(o):
 
 
 # ------------------------------------------------------------------------------------------
+# dual-stack AF_INET6 sockets carrying IPv4 (apps/posix_dualstack.py)
+
+def _register_dualstack():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import posix_dualstack
+    me = sys.modules[__name__]
+    for n, fn in posix_dualstack.SCENARIOS.items():
+        SCENARIOS["v6_" + n] = (lambda f: lambda o: f(me, o))(fn)
+
+
+_register_dualstack()
+
+
+# ------------------------------------------------------------------------------------------
 
 
 def main():

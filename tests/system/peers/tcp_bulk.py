@@ -1,6 +1,6 @@
 """Kernel-side bulk TCP peer: sends or receives a deterministic pseudo-random stream and checks it.
 
-    tcp_bulk.py send HOST PORT BYTES [--seed S]          connect, send, wait for the peer's close
+    tcp_bulk.py send HOST PORT BYTES [--seed S] [--cc ALG]  connect, send, wait for the peer's close
     tcp_bulk.py recv PORT BYTES [--seed S] [--rcvbuf N]  listen, accept one, read to EOF, verify
     tcp_bulk.py serve-send PORT BYTES [--seed S]         listen, accept one, send
     tcp_bulk.py connect-recv HOST PORT BYTES [--seed S] [--rcvbuf N]   connect, read to EOF, verify
@@ -174,10 +174,12 @@ def listen_accept(port, bind, rcvbuf):
     return c
 
 
-def connect(host, port, rcvbuf, connect_timeout):
+def connect(host, port, rcvbuf, connect_timeout, cc=None):
     deadline = time.monotonic() + connect_timeout
     while True:
         s = socket.socket()
+        if cc:  # root may pick any loaded algorithm, also one outside tcp_allowed_congestion_control
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         if rcvbuf:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         s.settimeout(max(1.0, connect_timeout))
@@ -370,6 +372,7 @@ def main(argv=None):
         if has_host:
             p.add_argument("host")
             p.add_argument("--connect-timeout", type=float, default=10.0)
+            p.add_argument("--cc", help="congestion control of the connecting socket (TCP_CONGESTION)")
         else:
             p.add_argument("--bind", default="0.0.0.0")
         p.add_argument("port", type=int)
@@ -391,7 +394,7 @@ def main(argv=None):
     rcvbuf = getattr(a, "rcvbuf", 0)
 
     if a.mode in ("send", "connect-recv"):
-        sock = connect(a.host, a.port, rcvbuf, a.connect_timeout)
+        sock = connect(a.host, a.port, rcvbuf, a.connect_timeout, a.cc)
     else:
         sock = listen_accept(a.port, a.bind, rcvbuf)
     if a.mode in ("send", "serve-send"):

@@ -108,11 +108,21 @@ TEST(test_rto_rfc6298_arithmetic)
     CHECK(tcp_rto(c), ==, 4 * 362500 * SLIP_USEC);
     c->rxt_shift = 12;
     CHECK(tcp_rto(c), ==, TCP_RTO_MAX);
-    /* A tiny RTT hits the 200 ms floor (Linux; RFC 6298 would say 1 s). */
+    /* A tiny RTT: SRTT plus the 200 ms floor on the variance term (Linux tcp_set_rto; RFC 6298
+     * §2.4 would say 1 s for the whole RTO). */
     c->rxt_shift = 0;
     for (int i = 0; i < 50; i++)
         tcp_rtt__sample(c, 1 * SLIP_MSEC);
-    CHECK(tcp_rto(c), ==, TCP_RTO_MIN);
+    CHECK(c->srtt_us, <, 1200);
+    CHECK(tcp_rto(c), ==, (slip_time_t)c->srtt_us * SLIP_USEC + TCP_RTO_MIN);
+    /* A 50 ms path (first sample: RTTVAR = 25 ms, 4*RTTVAR = 100 ms): 250 ms as Linux, where a
+     * floor on the whole RTO gave 200 ms, below SRTT + a delayed ACK + some queueing. */
+    c->srtt_us = 0;
+    tcp_rtt__sample(c, 50 * SLIP_MSEC);
+    CHECK(tcp_rto(c), ==, 250 * SLIP_MSEC);
+    tcp_rtt__sample(c, 50 * SLIP_MSEC);
+    CHECK(c->rttvar_us, ==, 18750);
+    CHECK(tcp_rto(c), ==, 250 * SLIP_MSEC);
     free(sh);
 }
 

@@ -1,0 +1,176 @@
+"""TCP as a sender on a lossy path (issue 15): the stack's sender against the kernel's, in one run.
+
+Topology: a - r - b (tests/system/testbed.py, Topology(router=True)); the router drops at random
+at the ingress of both its ports (tests/prog/tc_loss, the same loss both ways), so data and ACKs
+are lost as on a wire. For every loss rate the same 64 MiB (16 MiB with --quick) goes from b to a
+kernel receiver in a (tests/system/peers/tcp_bulk.py recv) twice:
+
+- kernel: tcp_bulk send in b (the kernel's TCP) with CUBIC, the stack's algorithm, and with BBR
+  (this test machine's default, net.ipv4.tcp_congestion_control=bbr, which namespaces inherit:
+  BBR does not take random loss as congestion, so it is the reference for what the path allows,
+  not a like-for-like comparison);
+- slipstream: tcp_bulk gen | tests/prog/tcp_tool connect-send in b (the stack's TCP).
+
+MiB/s is the receiver's (first byte to EOF, data verified). Kernel retransmissions and RTO
+expiries are nstat's TcpRetransSegs / TcpExtTCPTimeouts (and TCPLossProbes) of b's namespace
+over that transfer; the stack's are tcp_tool's own counters (tcp.retransmits, tcp.rto_expiries,
+tcp.tlp_probes). Each point runs ROUNDS times, kernel and stack alternating; the table keeps
+the median of each (runs go to stderr).
+
+RTT: rows at "~0.1 ms" are the bare veth path, the loss done by tc_loss at the router's ingress.
+Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools/delayfwd
+(slip-delayfwd: AF_PACKET in, a timed FIFO, out) in the router, which also does the loss; they
+move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
+SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
+SLIP_LOSS_ROUNDS (default 1) change the rest.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+MiB = 1 << 20
+PORT = 5101
+RATES = [0.1, 1, 3, 5]
+ROUNDS = int(os.environ.get("SLIP_LOSS_ROUNDS", "1"))
+
+
+def log(msg):
+    print(f"[loss] {msg}", file=sys.stderr, flush=True)
+
+
+def nstat(host):
+    out = host.run(["nstat", "-asz"], check=True, timeout=10).stdout
+    vals = {}
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) >= 2 and p[1].isdigit():
+            vals[p[0]] = int(p[1])
+    return vals
+
+
+def kernel_send(tcp, tb, nbytes, seed, cc=None):
+    a, b = tb.host("a"), tb.host("b")
+    before = nstat(b)
+    rcv = a.popen([tcp.PY, tcp.BULK, "recv", str(PORT), str(nbytes), "--seed", str(seed)],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = rcv.stderr.readline()
+    assert line.startswith("listening"), line
+    snd = b.popen([tcp.PY, tcp.BULK, "send", a.addr, str(PORT), str(nbytes), "--seed", str(seed)]
+                  + (["--cc", cc] if cc else []),
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sout, _ = snd.communicate(timeout=900)
+    rout, rerr = rcv.communicate(timeout=60)
+    r = tcp.json_of(rout, f"tcp_bulk recv {rerr[-300:]!r}")
+    after = nstat(b)
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    return {"ok": r["ok"], "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
+            "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0),
+            "tlp": d.get("TcpExtTCPLossProbes", 0), "segs": d.get("TcpOutSegs", 0)}
+
+
+def stack_send(tcp, tb, tool, nbytes, seed):
+    a, b = tb.host("a"), tb.host("b")
+    res = tcp.stack_to_kernel(a, b, tool, nbytes, seed, port=PORT + 1, timeout=900)
+    r, c = res["receiver"], res["counters"]
+    ok = res["tool_rc"] == 0 and r["ok"]
+    return {"ok": ok, "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
+            "retrans": c.get("tcp.retransmits", 0), "rto": c.get("tcp.rto_expiries", 0),
+            "tlp": c.get("tcp.tlp_probes", 0), "segs": c.get("tcp.segs_out", 0)}
+
+
+def med(runs, key):
+    return statistics.median(x[key] for x in runs)
+
+
+def start_delay(tb, build_dir, rtt_ms, pct):
+    """The router forwards TCP/UDP through slip-delayfwd (rtt_ms/2 each way, pct % loss each
+    way); tc_loss at 100 % keeps the kernel from forwarding them too (tc ingress runs after
+    AF_PACKET has taken its copy)."""
+    exe = build_dir / "tools" / "delayfwd" / "slip-delayfwd"
+    tb.router_loss(100, only_l4=True, build_dir=build_dir)
+    r = tb.host("r")
+    args = [str(exe)]
+    for f in r.ifaces:
+        args += ["--if", f"{f.name},{f.peer_mac}"]
+    args += ["--delay-ms", str(rtt_ms / 2), "--ppm", str(int(round(pct * 10000)))]
+    p = r.popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("ready"):
+        p.kill()
+        raise RuntimeError(f"slip-delayfwd did not start: {line!r} {p.stderr.read()!r}")
+    return p
+
+
+def stop_delay(p):
+    p.terminate()
+    out, err = p.communicate(timeout=10)
+    return (out.strip().splitlines() or [""])[-1]
+
+
+def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
+    """One (loss, RTT) point: returns (kernel CUBIC runs, stack runs, kernel BBR runs)."""
+    tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="loss").up()
+    fwd = None
+    try:
+        if rtt_ms:
+            fwd = start_delay(tb, build_dir, rtt_ms, pct)
+        else:
+            tb.router_loss(pct, only_l4=True, build_dir=build_dir)
+        k_runs, s_runs, b_runs = [], [], []
+        for i in range(ROUNDS):
+            seed = 100 + i
+            for name, fn, runs in (("kernel cubic", lambda: kernel_send(tcp, tb, nbytes, seed, "cubic"), k_runs),
+                                   ("kernel bbr  ", lambda: kernel_send(tcp, tb, nbytes, seed, "bbr"), b_runs),
+                                   ("stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs)):
+                t0 = time.monotonic()
+                x = fn()
+                log(f"{pct}% {rtt_ms} ms {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
+                runs.append(x)
+        if fwd:
+            log(f"{pct}% {rtt_ms} ms forwarder (0: from a, 1: from b): {stop_delay(fwd)}")
+            fwd = None
+        stats = tb.router_loss_stats()
+        if not rtt_ms:
+            log(f"{pct}% router: data b->a {stats['b']}, acks a->b {stats['a']}")
+    finally:
+        if fwd:
+            stop_delay(fwd)
+        tb.down()
+    return k_runs, s_runs, b_runs
+
+
+def run(repo, build_dir, quick=False, prefix="slb"):
+    sys.path.insert(0, str(repo / "tests" / "system"))
+    import testbed
+    import test_tcp as tcp          # the transfer helpers of the system tests
+
+    tool = build_dir / "tests" / "prog" / "tcp_tool"
+    for exe in (tool, build_dir / "tests" / "prog" / "tc_loss", build_dir / "tools" / "delayfwd" / "slip-delayfwd"):
+        if not exe.is_file():
+            return f"(skipped: {exe} is not built)\n"
+    nbytes = int(os.environ.get("SLIP_LOSS_MIB", "16" if quick else "64")) * MiB
+    nbytes_rtt = int(os.environ.get("SLIP_LOSS_RTT_MIB", "4")) * MiB
+    rates = [float(x) for x in os.environ.get("SLIP_LOSS_RATES", ",".join(map(str, RATES))).split(",")]
+    rtts = [float(x) for x in os.environ.get("SLIP_LOSS_RTTS", "0,50").split(",")]
+    rows = []
+    for rtt in rtts:
+        for pct in rates:
+            n = nbytes_rtt if rtt else nbytes
+            k_runs, s_runs, b_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
+            ok = all(x["ok"] for x in k_runs + s_runs + b_runs)
+            km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
+            rows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | "
+                        f"{sm / km:.2f} | "
+                        f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
+                        f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
+                        f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
+                        f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
+    head = (f"b -> a (kernel receiver), loss at the router each way, median of {ROUNDS} run(s)\n\n"
+            "| loss each way | RTT | MiB | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
+            "retransmits kernel / slip | RTO expiries kernel / slip | loss probes kernel / slip | "
+            "kernel BBR MiB/s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "\n".join(rows) + "\n"

@@ -1,0 +1,386 @@
+/* Loss recovery of the sender, one rule per test, against crafted peer ACKs (the harness of
+ * test_tcp_state.c, reduced to what these need): spurious-timeout and spurious-recovery undo
+ * (RFC 3522 timestamps, RFC 2883/3708 D-SACK), RACK with a SACK of a few bytes (packetdrill
+ * fr-4pkt-fack-last-byte), PRR on the ACK that starts recovery (prr-ss-ack-below-snd_una-cubic),
+ * HyStart++ (RFC 9406) and CUBIC's Reno-friendly region (RFC 9438 §4.3). */
+#include <math.h>
+
+#include "tests/unit/tcp/tcp_test.h"
+
+struct st {
+    struct harness h;
+    struct tcp_shared *sh;
+    struct ip_env *env;
+    slip_idx_t c;
+    uint32_t iss, pseq, tsval, our_tsval;
+    bool ts;
+};
+
+static void st_init(struct st *s)
+{
+    memset(s, 0, sizeof(*s));
+    harness_init(&s->h);
+    s->sh = t_new_shared(8);
+    s->env = &s->h.env;
+    s->tsval = 1000;
+}
+
+static void st_fini(struct st *s)
+{
+    tcp_conn__abort(s->env, s->sh, s->c);
+    CHECK(s->sh->nused, ==, 0);
+    tcp_shared__purge(s->sh, &s->h.pool);
+    free(s->sh);
+    harness_fini(&s->h);
+}
+
+static struct tcp_conn *C(struct st *s) { return tcp_conn__get(s->sh, s->c); }
+
+/* An ACK from the peer: una, up to two SACK blocks (nsack), timestamps echoing tsecr. */
+static void ack(struct st *s, uint32_t una, unsigned nsack, const uint32_t (*blk)[2], uint32_t tsecr)
+{
+    struct tseg t = { .sport = 80, .dport = 40000, .seq = s->pseq, .ack = una, .flags = WIRE_TCP_ACK,
+                      .win = 1000 };
+    for (unsigned i = 0; i < nsack; i++) {
+        t.opts.sack[i].left = blk[i][0];
+        t.opts.sack[i].right = blk[i][1];
+    }
+    t.opts.nsack = (uint8_t)nsack;
+    if (s->ts) {
+        t.opts.has_ts = true;
+        t.opts.tsval = ++s->tsval;
+        t.opts.tsecr = tsecr;
+    }
+    t_feed(&s->h, s->sh, &t);
+}
+
+/* connect() + SYN-ACK (MSS 1460, SACK, window scale 7, timestamps when ts). */
+static void st_active(struct st *s, bool ts)
+{
+    s->ts = ts;
+    int c = tcp_conn__open(s->sh);
+    CHECK(c, >=, 0);
+    s->c = (slip_idx_t)c;
+    CHECK(tcp_conn__connect(s->env, s->sh, s->c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s->h, &o), ==, true);
+    s->iss = o.th.seq;
+    s->our_tsval = o.th.opts.tsval;
+    h_free_sent(&s->h);
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 5000, .ack = s->iss + 1,
+                       .flags = WIRE_TCP_SYN | WIRE_TCP_ACK, .win = 65535,
+                       .opts = t_synopts(1460, 7, true, ts, s->tsval) };
+    sa.opts.tsecr = s->our_tsval;
+    t_feed(&s->h, s->sh, &sa);
+    s->pseq = 5001;
+    CHECK(C(s)->state, ==, TCPS_ESTABLISHED);
+    h_free_sent(&s->h);
+}
+
+static void send_bytes(struct st *s, size_t n)
+{
+    static char buf[64 * 1460];
+    memset(buf, 'x', sizeof(buf));
+    struct iovec iov = { buf, n };
+    CHECK(tcp_conn__send(s->env, s->sh, s->c, &iov, 1, 0), ==, (ssize_t)n);
+}
+
+/* Runs timers up to now + dt. */
+static void advance(struct st *s, slip_time_t dt)
+{
+    slip_time_t end = s->env->now + dt;
+    for (;;) {
+        slip_time_t next = tcp_timer__poll(s->env, s->sh);
+        if (next > end)
+            break;
+        s->env->now = next > s->env->now ? next : s->env->now;
+        tcp_timer__poll(s->env, s->sh);
+    }
+    s->env->now = end;
+    tcp_timer__poll(s->env, s->sh);
+}
+
+/* Data segments sent at seq since the last h_free_sent; *tsval gets the last one's TSval. */
+static unsigned sent_at(struct st *s, uint32_t seq, uint32_t *tsval)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->h.nsent; i++) {
+        struct tout o;
+        if (t_sent(&s->h, i, &o) && o.len && o.th.seq == seq) {
+            n++;
+            if (tsval)
+                *tsval = o.th.opts.tsval;
+        }
+    }
+    return n;
+}
+
+static unsigned data_sent(struct st *s)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->h.nsent; i++) {
+        struct tout o;
+        if (t_sent(&s->h, i, &o) && o.len)
+            n++;
+    }
+    return n;
+}
+
+/* Ten segments out, all delivered, but every ACK is lost: the RTO fires and resends the
+ * first. The ACK that then arrives echoes the original's timestamp (RFC 3522 §3.2): the timeout
+ * was spurious, and cwnd, ssthresh come back (Linux; RFC 4015 §2: SND.NXT = SND.MAX). */
+TEST(test_rto_spurious_by_timestamp_is_undone)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, true);
+    send_bytes(&s, 10 * 1448);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    CHECK(mss, ==, 1448);
+    uint32_t orig_ts = 0;
+    CHECK(sent_at(&s, una, &orig_ts), ==, 1);
+    uint32_t cwnd0 = C(&s)->cwnd, ssthresh0 = C(&s)->ssthresh;
+    h_free_sent(&s.h);
+    advance(&s, 300 * SLIP_MSEC);
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    CHECK(C(&s)->cwnd, ==, mss);
+    uint32_t rxt_ts = 0;
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);
+    CHECK(seq_gt(rxt_ts, orig_ts), ==, 1);
+    ack(&s, una + 10 * mss, 0, NULL, orig_ts);
+    CHECK(C(&s)->st.undos, ==, 1);
+    CHECK(s.sh->c.spurious_rto, ==, 1);
+    CHECK(C(&s)->cwnd, >=, cwnd0);
+    CHECK(C(&s)->ssthresh, ==, ssthresh0);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 0);
+    st_fini(&s);
+}
+
+/* The same timeout, but the segment was really lost: the ACK echoes the retransmission's
+ * timestamp, nothing is undone and cwnd stays at what the timeout left. */
+TEST(test_rto_real_loss_is_not_undone)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, true);
+    send_bytes(&s, 10 * 1448);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    advance(&s, 300 * SLIP_MSEC);
+    uint32_t rxt_ts = 0;
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);
+    ack(&s, una + 10 * mss, 0, NULL, rxt_ts);
+    CHECK(C(&s)->st.undos, ==, 0);
+    CHECK(s.sh->c.spurious_rto, ==, 0);
+    CHECK(C(&s)->cwnd, <, 4 * mss);
+    st_fini(&s);
+}
+
+/* Fast recovery for segment 0, which was only delayed: the receiver reports the
+ * retransmission as a duplicate (RFC 2883 D-SACK, first block below the cumulative ACK);
+ * with every retransmission of the episode D-SACKed the reduction is undone (RFC 3708 §3). */
+TEST(test_recovery_undone_by_dsack)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    send_bytes(&s, 10 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    uint32_t cwnd0 = C(&s)->cwnd;
+    h_free_sent(&s.h);
+    s.env->now += 2 * SLIP_MSEC;
+    uint32_t b[2][2] = { { una + mss, una + 4 * mss }, { 0, 0 } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    CHECK(C(&s)->ssthresh, <, cwnd0);
+    b[0][0] = una;
+    b[0][1] = una + mss;
+    ack(&s, una + 10 * mss, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
+    CHECK(C(&s)->st.undos, ==, 1);
+    CHECK(s.sh->c.undo_recovery, ==, 1);
+    CHECK(s.sh->c.dsacks_in, ==, 1);
+    CHECK(C(&s)->cwnd, >=, cwnd0);
+    st_fini(&s);
+}
+
+/* The same recovery with segment 0 really lost: the ACK carries no D-SACK, the window stays
+ * reduced. */
+TEST(test_recovery_real_loss_keeps_reduction)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    send_bytes(&s, 10 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    uint32_t cwnd0 = C(&s)->cwnd;
+    h_free_sent(&s.h);
+    s.env->now += 2 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    ack(&s, una + 10 * mss, 0, NULL, 0);
+    CHECK(C(&s)->st.undos, ==, 0);
+    CHECK(C(&s)->cwnd, <, cwnd0);
+    st_fini(&s);
+}
+
+/* packetdrill fast_retransmit/fr-4pkt-fack-last-byte: four segments, the first three lost,
+ * and a SACK for only the last byte of the fourth. That delivers no whole segment, so RACK
+ * learns nothing and no recovery starts; the tail loss probe resends the last segment, 2 SRTT
+ * (+2 ms) after the data went out: the SACK-only ACK does not re-arm the PTO (RFC 8985 §7.2). */
+TEST(test_sack_of_last_byte_gets_probe_not_fast_retransmit)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 100000;
+    C(&s)->rttvar_us = 25000;
+    C(&s)->rto_us = 1000000;            /* the RTO far away: only the PTO can act */
+    send_bytes(&s, 4 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 100 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + 4 * mss - 1, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    advance(&s, 101 * SLIP_MSEC);
+    CHECK(C(&s)->st.tlp_probes, ==, 0);
+    advance(&s, 2 * SLIP_MSEC);         /* 203 ms after the data: PTO = 2 SRTT + 2 ms */
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
+    CHECK(C(&s)->st.fast_retransmits, ==, 0);
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
+    CHECK(sent_at(&s, una + 3 * mss, NULL), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    st_fini(&s);
+}
+
+/* packetdrill fast_recovery/prr-ss-ack-below-snd_una-cubic, first part: 10 segments, 0, 4 and 7
+ * lost; the third duplicate ACK (SACK 1-2 and 8) starts recovery. PRR sends exactly one
+ * segment, the retransmission of 0 (RFC 6937 with SSRB's extra segment only on an ACK that
+ * advances SND.UNA, as Linux and rfc6937bis). */
+TEST(test_recovery_start_sends_only_the_retransmission)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->mss = 1000;
+    send_bytes(&s, 10 * 1000);
+    uint32_t una = s.iss + 1;
+    CHECK(C(&s)->snd_max, ==, una + 10000);
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b1[1][2] = { { una + 1000, una + 2000 } };
+    uint32_t b2[1][2] = { { una + 1000, una + 3000 } };
+    uint32_t b3[2][2] = { { una + 8000, una + 9000 }, { una + 1000, una + 3000 } };
+    ack(&s, una, 1, b1, 0);
+    ack(&s, una, 1, b2, 0);
+    CHECK(data_sent(&s), ==, 0);
+    ack(&s, una, 2, b3, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    st_fini(&s);
+}
+
+/* ---- HyStart++ (RFC 9406) ---- */
+
+/* One round of slow start: a window of w segments (1000 bytes) sent, then ACKed one by one, each
+ * ACK carrying an RTT sample of rtt_us. */
+static void hs_round(struct tcp_conn *c, const struct tcp_cc_ops *cc, uint32_t w, uint32_t rtt_us)
+{
+    c->snd_max = c->snd_una + w * 1000;
+    for (uint32_t i = 0; i < w; i++) {
+        c->snd_una += 1000;
+        cc->on_ack(c, 1000, 1);
+        tcp_hystart__rtt(c, rtt_us);
+    }
+}
+
+static struct tcp_conn *hs_conn(struct tcp_shared **sh, const struct tcp_cc_ops **cc)
+{
+    *sh = t_new_shared(4);
+    struct tcp_conn *c = tcp_conn__get(*sh, (slip_idx_t)tcp_conn__alloc(*sh));
+    c->mss = 1000;
+    c->cc_algo = TCP_CC_CUBIC;
+    *cc = tcp_cc__get(TCP_CC_CUBIC);
+    (*cc)->init(c);
+    c->snd_una = c->snd_max = 1;
+    return c;
+}
+
+/* §4.2 with the §4.3 constants: a round whose minimum RTT is at least lastRoundMinRTT +
+ * RttThresh (max(4 ms, min(last/8, 16 ms)) = 4 ms for a 10 ms path) enters Conservative Slow
+ * Start, where cwnd grows by a quarter (CSS_GROWTH_DIVISOR 4); after CSS_ROUNDS (5) rounds
+ * slow start ends with ssthresh = cwnd, before any loss. A rise below the threshold does not. */
+TEST(test_hystart_css_then_exit)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    hs_round(c, cc, 10, 10000);
+    hs_round(c, cc, 10, 10000);
+    hs_round(c, cc, 10, 13000);         /* +3 ms < 4 ms: still slow start */
+    CHECK(c->cc.hs_state, ==, TCP_HS_SS);
+    hs_round(c, cc, 10, 10000);
+    uint32_t w = c->cwnd / 1000;
+    hs_round(c, cc, w, 14000);          /* +4 ms: CSS once 8 samples are in */
+    CHECK(c->cc.hs_state, ==, TCP_HS_CSS);
+    CHECK(c->cc.hs_css_base_us, ==, 14000);
+    uint32_t before = c->cwnd;
+    c->snd_una += 1000;
+    cc->on_ack(c, 1000, 1);
+    CHECK(c->cwnd - before, ==, 250);   /* 1000 / CSS_GROWTH_DIVISOR */
+    for (int r = 0; r < 6 && c->cc.hs_state == TCP_HS_CSS; r++)
+        hs_round(c, cc, c->cwnd / 1000, 14000);
+    CHECK(c->cc.hs_state, ==, TCP_HS_DONE);
+    CHECK(c->ssthresh, <=, c->cwnd);
+    CHECK(c->ssthresh, <, UINT32_MAX / 2);
+    free(sh);
+}
+
+/* §4.2: in CSS, a round whose minimum RTT falls below cssBaselineMinRtt goes back to slow
+ * start; a congestion event ends HyStart++ for good. */
+TEST(test_hystart_css_back_to_slow_start_and_loss_ends_it)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    hs_round(c, cc, 10, 20000);
+    hs_round(c, cc, 10, 20000);
+    hs_round(c, cc, 20, 25000);         /* +5 ms >= max(4, 20/8 = 2.5) ms */
+    CHECK(c->cc.hs_state, ==, TCP_HS_CSS);
+    hs_round(c, cc, 20, 19000);
+    hs_round(c, cc, 20, 19000);
+    CHECK(c->cc.hs_state, ==, TCP_HS_SS);
+    c->ssthresh = cc->ssthresh(c, 1);
+    CHECK(c->cc.hs_state, ==, TCP_HS_DONE);
+    free(sh);
+}
+
+/* RFC 9438 §4.3: right after a reduction from W_max = cwnd_prior = 10 segments to 7 on a 100 ms
+ * path, W_cubic(0.1 s) = 0.4 (0.1 - cbrt(7.5))^3 + 10 = 7.44 lies below the Reno-friendly
+ * W_est = 7 + alpha_cubic (3 (1 - 0.7) / (1 + 0.7) = 0.529) per window of ACKs = 7.53, so cwnd
+ * follows W_est (the concave curve one RTT ahead would have given ~7.8). */
+TEST(test_cubic_reno_friendly_region)
+{
+    struct tcp_shared *sh;
+    const struct tcp_cc_ops *cc;
+    struct tcp_conn *c = hs_conn(&sh, &cc);
+    c->cwnd = 10000;
+    c->snd_max = c->snd_una + 10000;
+    c->ssthresh = cc->ssthresh(c, 1);
+    CHECK(c->ssthresh, ==, 7000);
+    c->cwnd = c->ssthresh;
+    c->srtt_us = 100000;
+    slip_time_t t0 = 5 * SLIP_SEC;
+    for (int i = 0; i < 7; i++)
+        cc->on_ack(c, 1000, t0 + (slip_time_t)i * 100 * SLIP_MSEC / 7);
+    CHECK(fabs(c->cc.k - cbrt(7.5)) < 1e-9, ==, 1);
+    CHECK(c->cwnd, >=, 7500);
+    CHECK(c->cwnd, <=, 7560);
+    free(sh);
+}
+
+TEST_MAIN()
