@@ -19,6 +19,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -99,6 +100,8 @@ EXPORT int __select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) 
 ssize_t pre_preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, false, iov, n, off, flags);
     if (!p || p->kind == PFD_EPOLL || off != -1 || (flags & ~RWF_KNOWN))
         return real_preadv2(fd, iov, n, off, flags);
     if (!(flags & RWF_NOWAIT))
@@ -112,6 +115,8 @@ ssize_t pre_preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags
 ssize_t pre_pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, true, iov, n, off, flags);
     if (!p || p->kind == PFD_EPOLL || off != -1 || (flags & ~RWF_KNOWN))
         return real_pwritev2(fd, iov, n, off, flags);
     if (!(flags & RWF_NOWAIT))

@@ -19,6 +19,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/share.h"
 #include "stack/stack.h"
@@ -101,6 +102,9 @@ void preload_init(void)
     resolve();
     size_fd_table();
     config_read();
+    preload_depth++;
+    preload_file_init();
+    preload_depth--;
     g_pre.ready = true;
 }
 
