@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -54,6 +55,8 @@ const struct blk_config *blk__config(void);
 /* This process's counters (mapped on first use; a static fallback if the file cannot be made). */
 struct blk_stats *blk__stats(void);
 void blk__count_pass(enum blk_pass why);
+/* One process's counters as two lines of text (slipstream stat --block, SLIP_DUMP_AT_EXIT). */
+void blk__stats_print(const struct blk_stats *s, FILE *f);
 /* exit: remove this process's counters file. */
 void blk__stats_unlink(void);
 

@@ -157,3 +157,22 @@ void blk__stats_unlink(void)
     if (g_stats && g_stats_pid == getpid() && g_stats_path[0])
         unlink(g_stats_path);
 }
+
+void blk__stats_print(const struct blk_stats *s, FILE *f)
+{
+    static const char *const why[BLK_PASS_COUNT] = {
+        [BLK_PASS_NOT_DIRECT] = "not_direct", [BLK_PASS_NOT_FILE] = "not_file",
+        [BLK_PASS_INLINE] = "inline_device", [BLK_PASS_NO_RING] = "no_ring",
+        [BLK_PASS_UNSUPPORTED] = "unsupported", [BLK_PASS_FILE_OFFSET] = "file_offset",
+    };
+    fprintf(f, "block pid %d: submitted %llu completed %llu polled %llu slept %llu sq_wakeups %llu rings %llu "
+               "sqpoll %d aio_submitted %llu aio_completed %llu\n",
+            (int)s->pid, (unsigned long long)s->submitted, (unsigned long long)s->completed,
+            (unsigned long long)s->polled, (unsigned long long)s->slept, (unsigned long long)s->sq_wakeups,
+            (unsigned long long)s->rings, (int)s->sqpoll, (unsigned long long)s->aio_submitted,
+            (unsigned long long)s->aio_completed);
+    fprintf(f, "block pid %d: passed to the kernel:", (int)s->pid);
+    for (int i = 0; i < BLK_PASS_COUNT; i++)
+        fprintf(f, " %s %llu", why[i], (unsigned long long)s->passed[i]);
+    fputc('\n', f);
+}

@@ -64,9 +64,16 @@ static void file_note(int fd, int flags)
     g_bfd[fd].on = 1;
 }
 
+static bool g_dump;
+
 static void file_at_exit(void)
 {
     blk__at_exit();
+    if (g_dump) {
+        preload_depth++;
+        blk__stats_print(blk__stats(), stderr);
+        preload_depth--;
+    }
     blk__stats_unlink();
 }
 
@@ -113,6 +120,8 @@ void preload_file_init(void)
     slip_env__get(SLIP_ENV_BLOCK_PROBE, &v, err, sizeof(err));
     c.probe = v;
     blk__configure(&c);
+    slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &v, err, sizeof(err));
+    g_dump = v;
     g_bfd = calloc((size_t)g_pre.nfds, sizeof(*g_bfd));
     if (!g_bfd)
         return;

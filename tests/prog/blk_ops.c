@@ -153,11 +153,15 @@ static void aio_steps(int fd, int bfd)
             break;
         got += m;
     }
+    /* In a fixed order: completions may come in either. */
+    long long rd = -1, sy = -1;
     for (int i = 0; i < got; i++)
         if (ev[i].obj == (uint64_t)(uintptr_t)&cb[0])
-            step_data("aio.read", ev[i].res, buf);
+            rd = (long long)ev[i].res;
         else
-            printf("%-28s %lld\n", "aio.fdsync", (long long)ev[i].res);
+            sy = (long long)ev[i].res;
+    step_data("aio.read", rd, buf);
+    printf("%-28s %lld\n", "aio.fdsync", sy);
     printf("%-28s %d\n", "aio.destroy", io_destroy(ctx));
     printf("%-28s %d\n", "aio.submit.destroyed", io_submit(ctx, 1, cbs));
 }
@@ -297,11 +301,14 @@ int main(int argc, char **argv)
         step("setfl.direct", fcntl(fd, F_SETFL, fl));
         step("pread.direct_again", pread(fd, buf + 1, 100, 3));
         /* A fork child gets its own ring: its write is there when the parent looks. */
+        /* Both sides keep doing I/O after the fork, at the same time, each checking what it
+         * reads back: a child that used its parent's ring would mix their requests up. */
         pid_t pid = fork();
         if (pid == 0) {
             fill(pat, BS, 9);
-            _exit(pwrite(fd, pat, BS, 11 * BS) == BS && pread(fd, buf, BS, 0) == BS ? 0 : 1);
+            _exit(pwrite(fd, pat, BS, 11 * BS) == BS && pread(fd, buf, BS, 0) == BS && !thread_main((void *)(intptr_t)(fd << 8 | 5)) ? 0 : 1);
         }
+        step("fork.parent_io_bad", (long)thread_main((void *)(intptr_t)(fd << 8 | 6)));
         int st = 0;
         waitpid(pid, &st, 0);
         step("fork.child", WIFEXITED(st) ? WEXITSTATUS(st) : 100);
