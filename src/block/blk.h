@@ -57,6 +57,9 @@ struct blk_stats *blk__stats(void);
 void blk__count_pass(enum blk_pass why);
 /* One process's counters as two lines of text (slipstream stat --block, SLIP_DUMP_AT_EXIT). */
 void blk__stats_print(const struct blk_stats *s, FILE *f);
+/* Whether this process made counters of its own (not a fork or vfork child that did no I/O:
+ * a vfork child shares its parent's memory and must change nothing in it). */
+bool blk__stats_mine(void);
 /* exit: remove this process's counters file. */
 void blk__stats_unlink(void);
 

@@ -152,6 +152,11 @@ void blk__probe_note(uint64_t dev, enum blk_route how, uint64_t ns)
     pthread_mutex_unlock(&g_probe_lock);
 }
 
+bool blk__stats_mine(void)
+{
+    return __atomic_load_n(&g_stats, __ATOMIC_ACQUIRE) && g_stats_pid == getpid();
+}
+
 void blk__stats_unlink(void)
 {
     if (g_stats && g_stats_pid == getpid() && g_stats_path[0])

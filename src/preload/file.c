@@ -66,15 +66,25 @@ static void file_note(int fd, int flags)
 
 static bool g_dump;
 
+/* exit() and _exit() (fio's job processes end with _exit): the writes of libaio contexts still
+ * in flight complete first, then the counters. Only in a process that used the engine itself. */
+void preload_file_exit(void)
+{
+    static pid_t done;
+    if (!g_bfd || !blk__stats_mine() || done == getpid())
+        return;
+    done = getpid();
+    preload_depth++;
+    blk__at_exit();
+    if (g_dump)
+        blk__stats_print(blk__stats(), stderr);
+    blk__stats_unlink();
+    preload_depth--;
+}
+
 static void file_at_exit(void)
 {
-    blk__at_exit();
-    if (g_dump) {
-        preload_depth++;
-        blk__stats_print(blk__stats(), stderr);
-        preload_depth--;
-    }
-    blk__stats_unlink();
+    preload_file_exit();
 }
 
 static void file_atfork_child(void)

@@ -44,6 +44,8 @@ void file_fd_gone(int fd);
 void file_fd_dup(int fd, int newfd);
 /* fcntl(F_SETFL) succeeded with these flags. */
 void file_fd_setfl(int fd, long flags);
+/* At exit and _exit: in-flight libaio writes complete, counters printed (SLIP_DUMP_AT_EXIT). */
+void preload_file_exit(void);
 /* Reads SLIP_BLOCK*; with the block path on, makes the table and finds inherited O_DIRECT fds. */
 void preload_file_init(void);
 

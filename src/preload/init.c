@@ -464,6 +464,8 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
      * others noticing its death later). Not in a child that shares our memory (CLONE_VM). */
     if (!preload_depth && (!owner || owner == getpid()))
         stack_at_exit();
+    if (!preload_depth)
+        preload_file_exit();
     if (!real_exit_fn)
         real_exit_fn = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
     real_exit_fn(status);
