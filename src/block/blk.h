@@ -16,7 +16,8 @@
 enum blk_pass {
     BLK_PASS_NOT_DIRECT,    /* opened without O_DIRECT (buffered I/O is not served) */
     BLK_PASS_NOT_FILE,      /* not a regular file or block device (pipe, socket, tty...) */
-    BLK_PASS_INLINE,        /* the device completes inline (zram, ram): the kernel's own call is faster */
+    BLK_PASS_INLINE,        /* the probe found the kernel's own call as fast on this device (zram and
+                             * others that complete inline; any device where the engine does not win) */
     BLK_PASS_NO_RING,       /* io_uring unavailable or the ring could not be made */
     BLK_PASS_UNSUPPORTED,   /* an argument the engine does not map (flags, sizes, iovec count) */
     BLK_PASS_FILE_OFFSET,   /* read/write at the file offset: io_uring does not keep f_pos as the kernel's
@@ -93,6 +94,11 @@ struct blk_cqe { uint64_t user_data; int32_t res; };
 int blk_ring__reap(struct blk_ring *r, struct blk_cqe *out, int min, int max, int64_t timeout_ns);
 /* Operations submitted and not yet reaped. */
 unsigned blk_ring__inflight(const struct blk_ring *r);
+
+/* The program is closing fd (close, close_range, dup2/dup3 over it): if it is one of this
+ * process's rings, the ring moves to another fd number first, so the program's close does what
+ * it asked and the ring goes on. Cheap when fd is not one (a mask of ring fd numbers). */
+void blk__fd_closing(int fd);
 
 /* fork child: forget the parent's rings (never touch them) and counters. */
 void blk__atfork_child(void);

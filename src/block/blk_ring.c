@@ -4,6 +4,7 @@
  * per thread. Every SQPOLL ring of a process attaches to the first one's thread (ATTACH_WQ), so
  * a process has one polling kernel thread, not one per thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/io_uring.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,12 +33,13 @@ struct blk_ring {
     struct blk_ring *next;      /* every ring of the process (exit waits on them) */
 };
 
-static struct blk_config g_cfg = { .sqpoll = true, .sq_idle_ms = 2, .sq_cpu = -1, .spin_usec = 200, .probe = true };
+static struct blk_config g_cfg = { .sqpoll = false, .sq_idle_ms = 2, .sq_cpu = -1, .spin_usec = 0, .probe = true };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blk_ring *g_rings;
 static int g_group_fd = -1;     /* the SQPOLL ring others attach to */
 static bool g_no_uring;         /* io_uring_setup failed for good: everything passes through */
 static __thread struct blk_ring *t_ring;
+static uint64_t g_fd_mask;      /* bit fd % 64 set for every ring fd: close() looks only then */
 static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -177,6 +179,7 @@ static void list_add(struct blk_ring *r)
         g_group_fd = r->fd;
     r->next = g_rings;
     g_rings = r;
+    __atomic_fetch_or(&g_fd_mask, 1ull << (r->fd & 63), __ATOMIC_RELAXED);
     blk__stats()->sqpoll = r->sqpoll;
     pthread_mutex_unlock(&g_lock);
     __atomic_fetch_add(&blk__stats()->rings, 1, __ATOMIC_RELAXED);
@@ -347,6 +350,15 @@ int blk_ring__reap(struct blk_ring *r, struct blk_cqe *out, int min, int max, in
         }
         if (rc == -EINTR)
             return got ? got : -EINTR;
+        if ((rc == -EBADF || rc == -EOPNOTSUPP) && r->inflight) {
+            /* The program closed the ring's fd beyond rescue (close_range of everything): what is
+             * in flight still completes into the mapped CQ; look every 20 us. */
+            struct timespec nap = { 0, 20000 };
+            nanosleep(&nap, NULL);
+            if (timeout_ns >= 0 && (int64_t)(mono_ns() - start) >= timeout_ns)
+                return got;
+            continue;
+        }
         if (rc < 0 && rc != -EAGAIN && rc != -EBUSY)
             return got ? got : rc;
     }
@@ -406,6 +418,31 @@ ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t 
     int rc = blk_ring__queue(r, opcode, fd, addr, len, off, rw_flags, 1);
     if (rc < 0)
         return rc;
+    if (!r->sqpoll && g_cfg.spin_usec == 0) {
+        /* Nothing to poll: submit and wait in one io_uring_enter, no more syscalls than the
+         * kernel's own pread. */
+        __atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
+        r->queued = 0;
+        r->inflight++;
+        __atomic_fetch_add(&blk__stats()->submitted, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&blk__stats()->slept, 1, __ATOMIC_RELAXED);
+        do
+            rc = uring_enter(r->fd, 1, 1, IORING_ENTER_GETEVENTS);
+        while (rc == -EINTR && !cq_ready(r));
+        if (rc < 0 && !cq_ready(r) && __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE) != *r->sq_tail) {
+            /* Not submitted (the ring's fd is gone, or the kernel refused): take the entry back
+             * and let the caller use the kernel's call; this thread makes a new ring next time. */
+            __atomic_store_n(r->sq_tail, *r->sq_tail - 1, __ATOMIC_RELEASE);
+            r->inflight--;
+            t_ring = NULL;
+            return -ENOSYS;
+        }
+        struct blk_cqe c;
+        do
+            rc = blk_ring__reap(r, &c, 1, 1, -1);
+        while (rc == -EINTR || rc == 0);
+        return rc < 0 ? rc : c.res;
+    }
     rc = blk_ring__submit(r);
     if (rc < 0)
         return rc;
@@ -417,6 +454,25 @@ ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t 
     if (rc < 0)
         return rc;
     return c.res;
+}
+
+void blk__fd_closing(int fd)
+{
+    if (fd < 0 || !(__atomic_load_n(&g_fd_mask, __ATOMIC_RELAXED) & (1ull << (fd & 63))))
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (struct blk_ring *r = g_rings; r; r = r->next) {
+        if (r->fd != fd || r->pid != getpid())
+            continue;
+        int nfd = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+        if (nfd < 0)
+            break;              /* no fd left: the ring's syscalls fail and callers fall back */
+        if (g_group_fd == fd)
+            g_group_fd = nfd;
+        __atomic_store_n(&r->fd, nfd, __ATOMIC_RELEASE);
+        __atomic_fetch_or(&g_fd_mask, 1ull << (nfd & 63), __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 void blk__atfork_child(void)

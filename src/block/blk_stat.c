@@ -167,7 +167,7 @@ void blk__stats_print(const struct blk_stats *s, FILE *f)
 {
     static const char *const why[BLK_PASS_COUNT] = {
         [BLK_PASS_NOT_DIRECT] = "not_direct", [BLK_PASS_NOT_FILE] = "not_file",
-        [BLK_PASS_INLINE] = "inline_device", [BLK_PASS_NO_RING] = "no_ring",
+        [BLK_PASS_INLINE] = "probe_kernel", [BLK_PASS_NO_RING] = "no_ring",
         [BLK_PASS_UNSUPPORTED] = "unsupported", [BLK_PASS_FILE_OFFSET] = "file_offset",
     };
     fprintf(f, "block pid %d: submitted %llu completed %llu polled %llu slept %llu sq_wakeups %llu rings %llu "

@@ -192,8 +192,10 @@ ssize_t file_rw(int fd, bool wr, const struct iovec *iov, int n, off_t off, int 
 
 void file_fd_gone(int fd)
 {
-    if (g_bfd && fd >= 0 && fd < g_bfd_n)
+    if (g_bfd && fd >= 0 && fd < g_bfd_n) {
         g_bfd[fd].on = 0;
+        blk__fd_closing(fd);
+    }
 }
 
 void file_fd_dup(int fd, int newfd)

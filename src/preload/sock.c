@@ -1264,6 +1264,7 @@ int pre_dup2(int fd, int fd2)
 {
     if (fd == fd2)
         return real_dup2(fd, fd2);
+    file_fd_gone(fd2);
     if (pfd_get(fd2) && pfd_get(fd2)->kind != PFD_EPOLL) {
         uepoll_forget_fd(fd2);
         preload_release(fd2);
@@ -1274,6 +1275,8 @@ int pre_dup2(int fd, int fd2)
 
 int pre_dup3(int fd, int fd2, int flags)
 {
+    if (fd != fd2)
+        file_fd_gone(fd2);
     if (pfd_get(fd2) && fd != fd2 && pfd_get(fd2)->kind != PFD_EPOLL) {
         uepoll_forget_fd(fd2);
         preload_release(fd2);

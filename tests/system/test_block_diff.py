@@ -1,7 +1,7 @@
 """The block path against the kernel (issue 14): tests/prog/blk_ops runs one fixed sequence of file
 and block-device operations (O_DIRECT pread/pwrite and their vector forms, the file offset, EINVAL
 for misaligned O_DIRECT, short reads at EOF, O_APPEND, ENOSPC past a device's end, dup, F_SETFL,
-fsync, fork, threads, libaio, exec with the fd open) once on the kernel and once under the shim,
+fsync, fork, threads, libaio, a daemon closing every fd it does not know, exec with the fd open) once on the kernel and once under the shim,
 and every line (return value, errno, a digest of the data read) must be the same, and so must the
 file or device contents afterwards. The shim's run must show that its engine did the I/O.
 
@@ -38,10 +38,19 @@ def lib(build_dir):
     return str(build_dir / "src/preload/libslipstream.so")
 
 
-def run_ops(blk_ops, kind, path, shim_lib=None, probe="0"):
+# The shim's settings a run uses: the engine on every call, the per-device probe (half of the
+# first calls are the kernel's), and a SQPOLL submission thread with user-space polling.
+MODES = {
+    "engine": {"SLIP_BLOCK_PROBE": "0"},
+    "probing": {"SLIP_BLOCK_PROBE": "1"},
+    "sqpoll": {"SLIP_BLOCK_PROBE": "0", "SLIP_BLOCK_SQPOLL": "1", "SLIP_BLOCK_SPIN_USEC": "50"},
+}
+
+
+def run_ops(blk_ops, kind, path, shim_lib=None, mode="engine"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIP_") and k != "LD_PRELOAD"}
     if shim_lib:
-        env.update(LD_PRELOAD=shim_lib, SLIP_BLOCK="1", SLIP_BLOCK_PROBE=probe, SLIP_DUMP_AT_EXIT="1")
+        env.update(LD_PRELOAD=shim_lib, SLIP_BLOCK="1", SLIP_DUMP_AT_EXIT="1", **MODES[mode])
     r = subprocess.run([blk_ops, kind, path], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, f"blk_ops {kind} {path} {'shim' if shim_lib else 'kernel'}: rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r.stdout, r.stderr
@@ -66,11 +75,11 @@ def digest(path, limit=None):
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("probe", ["0", "1"], ids=["engine", "probing"])
-def test_file_on_root_disk_same_as_kernel(blk_ops, lib, tmp_path, probe):
+@pytest.mark.parametrize("mode", list(MODES))
+def test_file_on_root_disk_same_as_kernel(blk_ops, lib, tmp_path, mode):
     _need_root()
     k_out, k_err = run_ops(blk_ops, "file", str(tmp_path / "kernel.dat"))
-    s_out, s_err = run_ops(blk_ops, "file", str(tmp_path / "shim.dat"), lib, probe)
+    s_out, s_err = run_ops(blk_ops, "file", str(tmp_path / "shim.dat"), lib, mode)
     print(s_err)
     compare(k_out, s_out)
     assert digest(tmp_path / "kernel.dat") == digest(tmp_path / "shim.dat"), "file contents differ"
