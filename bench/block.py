@@ -1,7 +1,8 @@
 """The block path (issue 14) beside the kernel's own ways: 4 KiB random reads and writes, O_DIRECT,
 1 job, queue depth 1, on a file of the root disk's file system and on a zram device this benchmark
 adds (and removes). Rows: fio psync plain and under `slipstream run --block` (default settings:
-the per-device probe decides; and with SLIP_BLOCK_PROBE=0, the engine forced), fio's own io_uring
+the per-device probe decides; with SLIP_BLOCK_PROBE=0, the engine forced; and the engine with a
+SQPOLL thread and a spinning caller), fio's own io_uring
 engine (plain, sqpoll, fixedbufs), libaio plain and under the shim.
 
 IOPS, mean and p99 completion latency come from fio's JSON. CPU per I/O is the fio process tree's
@@ -27,6 +28,8 @@ CONFIGS = [
     ("psync plain", {"ioengine": "psync"}, False, {}),
     ("psync under shim (probe)", {"ioengine": "psync"}, True, {}),
     ("psync under shim (engine forced)", {"ioengine": "psync"}, True, {"SLIP_BLOCK_PROBE": "0"}),
+    ("psync under shim (SQPOLL, spin 50 us, forced)", {"ioengine": "psync"}, True,
+     {"SLIP_BLOCK_PROBE": "0", "SLIP_BLOCK_SQPOLL": "1", "SLIP_BLOCK_SPIN_USEC": "50"}),
     ("fio io_uring plain", {"ioengine": "io_uring"}, False, {}),
     ("fio io_uring sqpoll", {"ioengine": "io_uring", "sqthread_poll": "1"}, False, {}),
     ("fio io_uring fixedbufs", {"ioengine": "io_uring", "fixedbufs": "1", "registerfiles": "1"}, False, {}),
@@ -117,6 +120,8 @@ def run(repo, build_dir, quick=False, prefix="slb"):
         if zn is not None:
             zram_remove(zn)
         shutil.rmtree(tmp, ignore_errors=True)
-    head = ("| device | op | how | IOPS | vs psync plain | mean µs | p99 µs | CPU µs per I/O |\n"
+    load = open("/proc/loadavg").read().split()[:3]
+    head = (f"Load average at the end: {' '.join(load)} (2 cores, shared).\n\n"
+            "| device | op | how | IOPS | vs psync plain | mean µs | p99 µs | CPU µs per I/O |\n"
             "|---|---|---|---|---|---|---|---|\n")
     return head + "\n".join(rows) + "\n"

@@ -64,8 +64,8 @@
       .doc = "1: the block path's rings share one kernel submission thread per process (SQPOLL), which polls for new requests for SLIP_BLOCK_SQ_IDLE_MS before it sleeps and costs that CPU (a win only with a core to spare: docs/PERFORMANCE.md); 0: one io_uring_enter per request") \
     X(BLOCK_SQ_IDLE_MS, DURATION, POSIX, .min = 1, .max = 10000, .unit = "ms", .def = "2", \
       .doc = "how long the block path's submission thread polls without work before it sleeps") \
-    X(BLOCK_SQ_CPU, INT, POSIX, .min = 0, .max = 4095, .def_doc = "not pinned", \
-      .doc = "the CPU the block path's submission thread is pinned to") \
+    X(BLOCK_SQ_CPU, INT, POSIX, .min = 0, .max = 4096, .def = "4096", \
+      .doc = "the CPU the block path's submission thread is pinned to (SLIP_BLOCK_SQPOLL=1); 4096: not pinned") \
     X(BLOCK_SPIN_USEC, DURATION, POSIX, .min = 0, .max = 1000000, .unit = "us", .def = "0", \
       .doc = "how long a block-path call spins on its completion queue in user space before it sleeps in io_uring_enter (0 without SQPOLL: submit and wait in one io_uring_enter)") \
     X(BLOCK_PROBE, BOOL, POSIX, .def = "1", \

@@ -123,8 +123,8 @@ void preload_file_init(void)
     c.sqpoll = v;
     slip_env__get(SLIP_ENV_BLOCK_SQ_IDLE_MS, &v, err, sizeof(err));
     c.sq_idle_ms = (int)v;
-    if (slip_env__text(SLIP_ENV_BLOCK_SQ_CPU) && slip_env__get(SLIP_ENV_BLOCK_SQ_CPU, &v, err, sizeof(err)) == 0)
-        c.sq_cpu = (int)v;
+    slip_env__get(SLIP_ENV_BLOCK_SQ_CPU, &v, err, sizeof(err));
+    c.sq_cpu = v < 4096 ? (int)v : -1;
     slip_env__get(SLIP_ENV_BLOCK_SPIN_USEC, &v, err, sizeof(err));
     c.spin_usec = (int)v;
     slip_env__get(SLIP_ENV_BLOCK_PROBE, &v, err, sizeof(err));
