@@ -308,6 +308,7 @@ int main(int argc, char **argv)
             fill(pat, BS, 9);
             _exit(pwrite(fd, pat, BS, 11 * BS) == BS && pread(fd, buf, BS, 0) == BS && !thread_main((void *)(intptr_t)(fd << 8 | 5)) ? 0 : 1);
         }
+        fprintf(stderr, "fork child pid %d\n", (int)pid);
         step("fork.parent_io_bad", (long)thread_main((void *)(intptr_t)(fd << 8 | 6)));
         int st = 0;
         waitpid(pid, &st, 0);

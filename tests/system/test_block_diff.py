@@ -89,6 +89,11 @@ def test_file_on_root_disk_same_as_kernel(blk_ops, lib, tmp_path, mode):
     # calls on the device are the kernel's own, still the engine did some.
     assert len(counts) == 2 and all(c > 0 for c in counts), s_err
     assert "block pid" in s_err, s_err                   # SLIP_DUMP_AT_EXIT's counters
+    # The fork child (it ends with _exit, which prints its counters too) made a ring of its own
+    # instead of using its parent's.
+    child = re.search(r"fork child pid (\d+)", s_err).group(1)
+    rings = re.search(rf"block pid {child}: submitted (\d+) .* rings (\d+)", s_err)
+    assert rings and int(rings.group(1)) > 0 and int(rings.group(2)) >= 1, s_err
 
 
 def _losetup(backing):
