@@ -369,4 +369,19 @@ EXPORT int io_cancel(aio_context_t ctx, struct iocb *cb, struct io_event *ev)
     AIO_LEAVE(r);
 }
 
-/* io_uring-free raw syscalls to these numbers reach only the kernel (docs/COMPLIANCE.md). */
+bool aio_ctx_ours(unsigned long id)
+{
+    return g_bfd && ctx_find((aio_context_t)id) != NULL;
+}
+
+long aio_syscall(long nr, const long *a)
+{
+    switch (nr) {
+    case SYS_io_submit: return aio_submit((aio_context_t)a[0], a[1], (struct iocb **)a[2]);
+    case SYS_io_getevents: return aio_getevents((aio_context_t)a[0], a[1], a[2], (struct io_event *)a[3],
+                                                (struct timespec *)a[4]);
+    case SYS_io_destroy: return aio_destroy((aio_context_t)a[0]);
+    case SYS_io_cancel: return aio_cancel((aio_context_t)a[0], (struct iocb *)a[1], (struct io_event *)a[2]);
+    default: return -ENOSYS;
+    }
+}

@@ -44,6 +44,10 @@ void file_fd_gone(int fd);
 void file_fd_dup(int fd, int newfd);
 /* fcntl(F_SETFL) succeeded with these flags. */
 void file_fd_setfl(int fd, long flags);
+/* aio.c: whether a libaio context id is one of the block path's, and the io_* syscall on it
+ * (a program calling syscall(SYS_io_submit, ...) itself); -errno as libaio returns it. */
+bool aio_ctx_ours(unsigned long id);
+long aio_syscall(long nr, const long *a);
 /* At exit and _exit: in-flight libaio writes complete, counters printed (SLIP_DUMP_AT_EXIT). */
 void preload_file_exit(void);
 /* Reads SLIP_BLOCK*; with the block path on, makes the table and finds inherited O_DIRECT fds. */

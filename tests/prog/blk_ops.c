@@ -134,6 +134,9 @@ static void aio_steps(int fd, int bfd)
         printf("aio.event%-19d %ld\n", i, res[i]);
     struct timespec zero = { 0, 0 };
     printf("%-28s %d\n", "aio.getevents.empty", io_getevents(ctx, 0, 8, ev, &zero));
+    /* libc's syscall() on the same context (the shim routes it; libaio's is the kernel's own). */
+    step("aio.syscall_getevents", syscall(SYS_io_getevents, ctx, 0, 8, ev, &zero));
+    step("aio.syscall_badctx", syscall(SYS_io_getevents, (aio_context_t)1, 0, 8, ev, &zero));
     /* Reads back, then an fsync through aio. */
     memset(cb, 0, sizeof(cb));
     cb[0].aio_fildes = (uint32_t)fd;
@@ -253,6 +256,7 @@ static void common_steps(int fd, bool dev)
     close(d2);
     int ro = open(path, O_RDONLY | O_DIRECT);
     step("pwrite.rdonly", pwrite(ro, pat, BS, 0));
+    step_data("syscall.pread64", syscall(SYS_pread64, fd, buf, BS, 0), buf);
     close(ro);
 }
 
