@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -271,12 +272,33 @@ EXPORT ssize_t slip_pread_chk_plain(int fd, void *buf, size_t n, off_t off, size
 
 /* ---- open, openat and their other names (variadic: written here, not in calls.h) ---- */
 
+/* An open before the layer's init (a sanitizer's runtime reads /proc before any constructor):
+ * no dlsym then (dlsym allocates, and that allocator is not ready either), the syscall itself. */
+int __open64(const char *path, int flags, ...);
+
+static int early_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = (long)mode;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"((long)SYS_openat), "D"((long)dirfd), "S"(path), "d"((long)flags), "r"(r10)
+                     : "rcx", "r11", "memory");
+    if (ret < 0) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return (int)ret;
+#else
+    if (dirfd != AT_FDCWD && path[0] != '/')
+        return set_errno(-ENOSYS);
+    return __open64(path, flags, mode);
+#endif
+}
+
 static int file_open(int dirfd, const char *path, int flags, mode_t mode)
 {
-    if (__builtin_expect(!g_pre.ready, 0))
-        preload_init();
-    if (!real_openat64)
-        return set_errno(-ENOSYS);
+    if (__builtin_expect(!g_pre.ready || !real_openat64, 0))
+        return early_openat(dirfd, path, flags, mode);
     int fd = real_openat64(dirfd, path, flags, mode);
     if (fd >= 0 && g_bfd && !preload_depth) {
         int e = errno;
