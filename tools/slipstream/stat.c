@@ -44,8 +44,13 @@ static int stat_block(void)
         bool ok = fd >= 0 && read(fd, &s, sizeof(s)) == (ssize_t)sizeof(s);
         if (fd >= 0)
             close(fd);
-        /* A process killed before its exit handler left its file: it is not running. */
-        if (!ok || s.magic != BLK_STATS_MAGIC || s.pid != pid || (kill(pid, 0) < 0 && errno == ESRCH))
+        /* A process killed before its exit handler (or an image that exec'd into a program
+         * without the block path) left its file: it is not running; the file goes. */
+        if (kill(pid, 0) < 0 && errno == ESRCH) {
+            unlink(p);
+            continue;
+        }
+        if (!ok || s.magic != BLK_STATS_MAGIC || s.pid != pid)
             continue;
         blk__stats_print(&s, stdout);
         found++;
