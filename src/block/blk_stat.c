@@ -53,7 +53,11 @@ struct blk_stats *blk__stats(void)
     }
     s = &g_static_stats;
     snprintf(g_stats_path, sizeof(g_stats_path), "/dev/shm/slipstream-blk.%d", (int)pid);
-    int fd = open(g_stats_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    /* A file of our own, new: one left by a dead process with our pid goes first; one another
+     * user put there (the sticky /dev/shm keeps it) makes O_EXCL fail, and the counters stay in
+     * this process's memory only. */
+    unlink(g_stats_path);
+    int fd = open(g_stats_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
         if (ftruncate(fd, sizeof(*s)) == 0) {
             void *m = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
