@@ -97,9 +97,8 @@ static bool iocb_map(const struct iocb *cb, uint8_t *op, int *rwf)
         return false;
     if (cb->aio_rw_flags & ~(RWF_DSYNC | RWF_SYNC | RWF_APPEND))
         return false;
-    if (!bfd_get((int)cb->aio_fildes))
-        return false;
-    if (blk__route(bfd_get((int)cb->aio_fildes)->dev) == BLK_ROUTE_KERNEL)
+    struct bfd *b = bfd_get((int)cb->aio_fildes);
+    if (!b || b->kernel || blk__route(b->dev) == BLK_ROUTE_KERNEL)
         return false;
     *rwf = cb->aio_rw_flags;
     switch (cb->aio_lio_opcode) {

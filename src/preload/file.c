@@ -62,6 +62,7 @@ static void file_note(int fd, int flags)
         return;
     }
     g_bfd[fd].dev = S_ISBLK(st.st_mode) ? (uint64_t)st.st_rdev : (uint64_t)st.st_dev;
+    g_bfd[fd].kernel = 0;
     g_bfd[fd].on = 1;
 }
 
@@ -169,8 +170,9 @@ ssize_t file_rw(int fd, bool wr, const struct iovec *iov, int n, off_t off, int 
         blk__count_pass(BLK_PASS_FILE_OFFSET);
         return kernel_rw(fd, wr, iov, n, off, flags);
     }
-    enum blk_route r = blk__route(b->dev);
+    enum blk_route r = b->kernel ? BLK_ROUTE_KERNEL : blk__route(b->dev);
     if (r == BLK_ROUTE_KERNEL) {
+        b->kernel = 1;          /* decided for good: later calls skip the probe's table */
         blk__count_pass(BLK_PASS_INLINE);
         return kernel_rw(fd, wr, iov, n, off, flags);
     }
@@ -214,9 +216,19 @@ void file_fd_setfl(int fd, long flags)
 
 /* ---- pread/pwrite/preadv/pwritev ---- */
 
+/* A device the probe gave to the kernel: its own call, as without the layer (only counted). */
+static inline bool to_kernel(struct bfd *b)
+{
+    if (!b)
+        return true;
+    if (b->kernel)
+        blk__count_pass(BLK_PASS_INLINE);
+    return b->kernel;
+}
+
 ssize_t pre_pread(int fd, void *buf, size_t n, off_t off)
 {
-    if (off < 0 || !bfd_get(fd))
+    if (off < 0 || to_kernel(bfd_get(fd)))
         return real_pread(fd, buf, n, off);
     struct iovec v = { buf, n };
     return file_rw(fd, false, &v, 1, off, 0);
@@ -224,7 +236,7 @@ ssize_t pre_pread(int fd, void *buf, size_t n, off_t off)
 
 ssize_t pre_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-    if (off < 0 || !bfd_get(fd))
+    if (off < 0 || to_kernel(bfd_get(fd)))
         return real_pwrite(fd, buf, n, off);
     struct iovec v = { (void *)buf, n };
     return file_rw(fd, true, &v, 1, off, 0);
@@ -232,14 +244,14 @@ ssize_t pre_pwrite(int fd, const void *buf, size_t n, off_t off)
 
 ssize_t pre_preadv(int fd, const struct iovec *iov, int n, off_t off)
 {
-    if (off < 0 || !bfd_get(fd))
+    if (off < 0 || to_kernel(bfd_get(fd)))
         return real_preadv(fd, iov, n, off);
     return file_rw(fd, false, iov, n, off, 0);
 }
 
 ssize_t pre_pwritev(int fd, const struct iovec *iov, int n, off_t off)
 {
-    if (off < 0 || !bfd_get(fd))
+    if (off < 0 || to_kernel(bfd_get(fd)))
         return real_pwritev(fd, iov, n, off);
     return file_rw(fd, true, iov, n, off, 0);
 }

@@ -10,6 +10,7 @@
 
 struct bfd {
     uint8_t on;                 /* opened with O_DIRECT on a regular file or block device */
+    uint8_t kernel;             /* the probe gave its device to the kernel: no engine, no lookup */
     uint64_t dev;               /* the device the probe decides for */
 };
 

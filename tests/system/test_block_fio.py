@@ -21,6 +21,7 @@ rw=randwrite
 verify=crc32c
 do_verify=1
 verify_fatal=1
+verify_state_save=0
 numjobs=4
 thread={thread}
 group_reporting=1
@@ -40,7 +41,7 @@ def test_fio_verify_under_the_shim(build_dir, tmp_path, engine, thread):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIP_") and k != "LD_PRELOAD"}
     env.update(SLIP_BLOCK_PROBE="0", SLIP_DUMP_AT_EXIT="1")
     r = subprocess.run([str(build_dir / "slipstream"), "run", "--block", "--", "fio", str(job)],
-                       capture_output=True, text=True, timeout=240, env=env)
+                       capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
     print(r.stdout[-3000:], r.stderr[-3000:])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verify" not in r.stderr.lower() or "bad" not in r.stderr.lower(), r.stderr
