@@ -7,7 +7,8 @@ PKGS="build-essential pkg-config meson ninja-build clang llvm libclang-rt-14-dev
       libbpf-dev libxdp-dev bpftool libmnl-dev linux-libc-dev
       iproute2 ethtool iputils-ping procps python3 python3-pytest tcpdump
       curl nginx-light iperf3 redis-server redis-tools memcached libmemcached-tools wrk sockperf
-      python3-uvloop openssh-server openssh-client mariadb-server mariadb-client nodejs openjdk-17-jdk-headless"
+      python3-uvloop openssh-server openssh-client mariadb-server mariadb-client nodejs openjdk-17-jdk-headless
+      fio libaio-dev liburing-dev"
 
 missing=""
 for p in $PKGS; do

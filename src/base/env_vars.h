@@ -58,6 +58,18 @@
       .doc = "how often epoll_wait looks at every member of a set, not only those with an event since it last looked (a safety net; tests set it high so that an event found only by it shows as late)") \
     X(NO_PROGRESS_THREAD, BOOL, POSIX, .def = "0", \
       .doc = "1: no progress thread (tests only: nothing then polls the stack while every thread computes or sleeps elsewhere)") \
+    X(BLOCK, BOOL, POSIX, .def = "0", \
+      .doc = "1: the block path: reads and writes of files and block devices opened with O_DIRECT (pread/pwrite and their vector forms, read/write at the file offset, libaio) go through io_uring rings of the library instead of a syscall each (--block)") \
+    X(BLOCK_SQPOLL, BOOL, POSIX, .def = "0", \
+      .doc = "1: the block path's rings share one kernel submission thread per process (SQPOLL), which polls for new requests for SLIP_BLOCK_SQ_IDLE_MS before it sleeps and costs that CPU (a win only with a core to spare: docs/PERFORMANCE.md); 0: one io_uring_enter per request") \
+    X(BLOCK_SQ_IDLE_MS, DURATION, POSIX, .min = 1, .max = 10000, .unit = "ms", .def = "2", \
+      .doc = "how long the block path's submission thread polls without work before it sleeps") \
+    X(BLOCK_SQ_CPU, INT, POSIX, .min = 0, .max = 4096, .def = "4096", \
+      .doc = "the CPU the block path's submission thread is pinned to (SLIP_BLOCK_SQPOLL=1); 4096: not pinned") \
+    X(BLOCK_SPIN_USEC, DURATION, POSIX, .min = 0, .max = 1000000, .unit = "us", .def = "0", \
+      .doc = "how long a block-path call spins on its completion queue in user space before it sleeps in io_uring_enter (0 without SQPOLL: submit and wait in one io_uring_enter)") \
+    X(BLOCK_PROBE, BOOL, POSIX, .def = "1", \
+      .doc = "1: the first 128 block-path calls on each device alternate between the kernel's own call and the engine, timed, and the device stays with the kernel when the engine is not 5 % faster (zram and other devices that complete inline)") \
     X(ATTACH, TEXT, INTERNAL, .doc = "the stack a process inherits across exec and posix_spawn") \
     X(FDS, TEXT, INTERNAL, .doc = "the accelerated fds a process inherits with SLIP_ATTACH") \
     X(KFDS, TEXT, INTERNAL, .doc = "the port-reservation sockets a process inherits with SLIP_ATTACH (the only fd numbers from shared memory it will close)") \

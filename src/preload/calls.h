@@ -5,7 +5,10 @@
  * beside the list, and so is vfork (spawn.c), which must never reach the real vfork from a
  * wrapper; doors.c has the other names libc gives the same calls (fortified, legacy, 64-bit).
  * With _FILE_OFFSET_BITS=64 the headers rename freopen, preadv2 and pwritev2 (and sendfile) to
- * their 64 names: the generated export then carries that name and doors.c adds the plain one. */
+ * their 64 names: the generated export then carries that name and doors.c adds the plain one
+ * (file.c for pread, pwrite, preadv and pwritev). The block path's variadic open/openat
+ * (and their fortified and 64 names) and creat are written by hand in file.c, libaio's calls in aio.c
+ * (libaio may not be loaded: its kernel side is reached by raw syscalls). */
 #ifndef SLIP_PRELOAD_CALLS_H
 #define SLIP_PRELOAD_CALLS_H
 
@@ -101,7 +104,11 @@
     X(FILE *, freopen, (const char *path, const char *mode, FILE *f), (path, mode, f)) \
     X(int, vdprintf, (int fd, const char *fmt, va_list ap), (fd, fmt, ap)) \
     X(ssize_t, preadv2, (int fd, const struct iovec *iov, int n, off_t off, int flags), (fd, iov, n, off, flags)) \
-    X(ssize_t, pwritev2, (int fd, const struct iovec *iov, int n, off_t off, int flags), (fd, iov, n, off, flags))
+    X(ssize_t, pwritev2, (int fd, const struct iovec *iov, int n, off_t off, int flags), (fd, iov, n, off, flags)) \
+    X(ssize_t, pread, (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off)) \
+    X(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off), (fd, buf, n, off)) \
+    X(ssize_t, preadv, (int fd, const struct iovec *iov, int n, off_t off), (fd, iov, n, off)) \
+    X(ssize_t, pwritev, (int fd, const struct iovec *iov, int n, off_t off), (fd, iov, n, off))
 
 #define SLIP_DECLARE_REAL(ret, name, params, args) extern ret (*real_##name) params;
 SLIP_CALLS(SLIP_DECLARE_REAL)

@@ -20,6 +20,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -100,6 +101,8 @@ EXPORT int __select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) 
 ssize_t pre_preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, false, iov, n, off, flags);
     if (!p || p->kind == PFD_EPOLL || off != -1 || (flags & ~RWF_KNOWN))
         return real_preadv2(fd, iov, n, off, flags);
     if (!(flags & RWF_NOWAIT))
@@ -113,6 +116,8 @@ ssize_t pre_preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags
 ssize_t pre_pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, true, iov, n, off, flags);
     if (!p || p->kind == PFD_EPOLL || off != -1 || (flags & ~RWF_KNOWN))
         return real_pwritev2(fd, iov, n, off, flags);
     if (!(flags & RWF_NOWAIT))
@@ -164,11 +169,17 @@ static bool routed(long nr, const long *a)
     case SYS_shutdown: case SYS_accept: case SYS_accept4: case SYS_connect: case SYS_bind: case SYS_listen:
     case SYS_getsockname: case SYS_getpeername: case SYS_getsockopt: case SYS_setsockopt: case SYS_dup:
     case SYS_fcntl: case SYS_ioctl: case SYS_epoll_ctl: case SYS_epoll_pwait:
-    case SYS_preadv2: case SYS_pwritev2:
 #ifdef SYS_epoll_wait
     case SYS_epoll_wait:
 #endif
         return ours(a[0]);
+    case SYS_preadv2: case SYS_pwritev2:
+        return ours(a[0]) || (a[0] >= 0 && a[0] <= INT32_MAX && bfd_get((int)a[0]));
+    /* The block path's fds, and libaio contexts made by the block path (aio.c). */
+    case SYS_pread64: case SYS_pwrite64: case SYS_preadv: case SYS_pwritev:
+        return a[0] >= 0 && a[0] <= INT32_MAX && bfd_get((int)a[0]);
+    case SYS_io_submit: case SYS_io_getevents: case SYS_io_destroy: case SYS_io_cancel:
+        return aio_ctx_ours((unsigned long)a[0]);
     case SYS_sendfile:
         return ours(a[0]) || ours(a[1]);
     case SYS_dup3:
@@ -230,6 +241,18 @@ static long route(long nr, const long *a)
     case SYS_preadv2: return preadv2(fd, p1, (int)a[2], (off_t)a[3], (int)a[5]);
     case SYS_pwritev2: return pwritev2(fd, p1, (int)a[2], (off_t)a[3], (int)a[5]);
     case SYS_sendfile: return sendfile(fd, (int)a[1], (off_t *)a[2], (size_t)a[3]);
+    case SYS_pread64: return pread(fd, p1, (size_t)a[2], (off_t)a[3]);
+    case SYS_pwrite64: return pwrite(fd, p1, (size_t)a[2], (off_t)a[3]);
+    case SYS_preadv: return preadv(fd, p1, (int)a[2], (off_t)a[3]);        /* x86-64: pos_l is the offset */
+    case SYS_pwritev: return pwritev(fd, p1, (int)a[2], (off_t)a[3]);
+    case SYS_io_submit: case SYS_io_getevents: case SYS_io_destroy: case SYS_io_cancel: {
+        long r = aio_syscall(nr, a);    /* libaio's convention, -errno: the syscall's is errno */
+        if (r < 0) {
+            errno = (int)-r;
+            return -1;
+        }
+        return r;
+    }
 #ifdef SYS_poll
     case SYS_poll: return poll((struct pollfd *)a[0], (nfds_t)a[1], (int)a[2]);
 #endif
@@ -276,7 +299,7 @@ EXPORT long syscall(long nr, ...)
     for (int i = 0; i < 6; i++)
         a[i] = va_arg(ap, long);
     va_end(ap);
-    if (g_pre.ready && !preload_depth && g_pre.stack && routed(nr, a))
+    if (g_pre.ready && !preload_depth && (g_pre.stack || g_bfd) && routed(nr, a))
         return route(nr, a);
     if (nr == SYS_io_uring_setup && g_pre.ready && !preload_depth && io_uring_refused()) {
         errno = ENOSYS;

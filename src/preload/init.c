@@ -20,6 +20,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "base/sandbox.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/share.h"
 #include "stack/stack.h"
@@ -102,6 +103,9 @@ void preload_init(void)
     resolve();
     size_fd_table();
     config_read();
+    preload_depth++;
+    preload_file_init();
+    preload_depth--;
     g_pre.ready = true;
 }
 
@@ -485,6 +489,8 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
      * others noticing its death later). Not in a child that shares our memory (CLONE_VM). */
     if (!preload_depth && (!owner || owner == getpid()))
         stack_at_exit();
+    if (!preload_depth)
+        preload_file_exit();
     if (!real_exit_fn)
         real_exit_fn = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
     real_exit_fn(status);

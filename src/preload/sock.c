@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "base/sandbox.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
 #include "tcp/cc/cc.h"
@@ -655,6 +656,7 @@ int pre_close(int fd)
     if (g_pre.stack && preload_own_fd(fd))
         return 0;       /* keep.c: the stack's own fds stay open */
     preload_fd_gone(fd);
+    file_fd_gone(fd);
     return real_close(fd);
 }
 
@@ -1066,6 +1068,8 @@ ssize_t pre_send(int fd, const void *buf, size_t n, int flags)
 ssize_t pre_write(int fd, const void *buf, size_t n)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_write(fd, buf, n);
     if (!p || p->kind == PFD_EPOLL)
         return real_write(fd, buf, n);
     return pre_sendto(fd, buf, n, 0, NULL, 0);
@@ -1074,6 +1078,8 @@ ssize_t pre_write(int fd, const void *buf, size_t n)
 ssize_t pre_writev(int fd, const struct iovec *iov, int n)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, true, iov, n, -1, 0);
     if (!p || p->kind == PFD_EPOLL)
         return real_writev(fd, iov, n);
     if (n < 0 || n > UIO_MAXIOV)
@@ -1107,6 +1113,8 @@ ssize_t pre_recv(int fd, void *buf, size_t n, int flags)
 ssize_t pre_read(int fd, void *buf, size_t n)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_read(fd, buf, n);
     if (!p || p->kind == PFD_EPOLL)
         return real_read(fd, buf, n);
     return pre_recvfrom(fd, buf, n, 0, NULL, NULL);
@@ -1115,6 +1123,8 @@ ssize_t pre_read(int fd, void *buf, size_t n)
 ssize_t pre_readv(int fd, const struct iovec *iov, int n)
 {
     struct pfd *p = pfd_get(fd);
+    if (!p && bfd_get(fd))
+        return file_rw(fd, false, iov, n, -1, 0);
     if (!p || p->kind == PFD_EPOLL)
         return real_readv(fd, iov, n);
     if (n < 0 || n > UIO_MAXIOV)
@@ -1301,6 +1311,7 @@ ssize_t pre_sendfile(int out, int in, off_t *off, size_t n)
 
 static int dup_into(int oldfd, int newfd)
 {
+    file_fd_dup(oldfd, newfd);
     struct pfd *p = pfd_get(oldfd);
     if (!p || newfd < 0 || newfd >= g_pre.nfds)
         return newfd;
@@ -1325,6 +1336,7 @@ int pre_dup2(int fd, int fd2)
 {
     if (fd == fd2)
         return real_dup2(fd, fd2);
+    file_fd_gone(fd2);
     if (pfd_get(fd2) && pfd_get(fd2)->kind != PFD_EPOLL) {
         uepoll_forget_fd(fd2);
         preload_release(fd2);
@@ -1335,6 +1347,8 @@ int pre_dup2(int fd, int fd2)
 
 int pre_dup3(int fd, int fd2, int flags)
 {
+    if (fd != fd2)
+        file_fd_gone(fd2);
     if (pfd_get(fd2) && fd != fd2 && pfd_get(fd2)->kind != PFD_EPOLL) {
         uepoll_forget_fd(fd2);
         preload_release(fd2);
@@ -1347,6 +1361,10 @@ int pre_fcntl(int fd, int cmd, long arg)
 {
     struct pfd *p = pfd_get(fd);
     int r = real_fcntl(fd, cmd, arg);
+    if (cmd == F_SETFL && r == 0)
+        file_fd_setfl(fd, arg);
+    else if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0)
+        file_fd_dup(fd, r);
     if (!p || r < 0)
         return r;
     if (cmd == F_SETFL)
@@ -1453,6 +1471,7 @@ int pre_close_range(unsigned int first, unsigned int last, int flags)
 {
     if (!(flags & CLOSE_RANGE_CLOEXEC))
         for (unsigned int fd = first; fd <= last && fd < (unsigned int)g_pre.nfds; fd++) {
+            file_fd_gone((int)fd);
             struct pfd *p = pfd_get((int)fd);
             if (!p)
                 continue;

@@ -1,6 +1,9 @@
 /* `slipstream doctor [--iface IF]`: checks privileges, kernel features and (optionally) one
  * interface, printing `ok`/`warn`/`FAIL` lines that say what to do. It only looks: it never
  * attaches a program or changes a setting, because it may be pointed at a production NIC. */
+#include <dirent.h>
+#include <linux/io_uring.h>
+#include <sys/syscall.h>
 #include "tools/slipstream/cli.h"
 #include "tools/slipstream/doctor_nl.h"
 
@@ -493,6 +496,73 @@ static void check_iface(struct doctor *d, const char *ifname)
     }
 }
 
+/* ---- block path -------------------------------------------------------------------------------- */
+
+static long uring_try(unsigned flags)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof(p));
+    p.flags = flags;
+    p.sq_thread_idle = 1;
+    long fd = syscall(SYS_io_uring_setup, 4, &p);
+    if (fd >= 0)
+        close((int)fd);
+    return fd < 0 ? -errno : 0;
+}
+
+/* The block path's engine is io_uring (`slipstream run --block`): whether rings, a submission
+ * thread (SQPOLL) and polled completion (IOPOLL, per device) are there. */
+static void check_block(struct doctor *d)
+{
+    long rc = uring_try(0);
+    if (rc < 0) {
+        report(d, DOCTOR_WARN, "block path: io_uring_setup fails (%s): --block passes every file call to the kernel",
+               strerror((int)-rc));
+        return;
+    }
+    rc = uring_try(IORING_SETUP_SQPOLL);
+    report(d, rc < 0 ? DOCTOR_WARN : DOCTOR_OK, "block path: io_uring rings%s", rc < 0
+           ? ", no SQPOLL thread here (each request then costs one io_uring_enter; SLIP_BLOCK_SQPOLL=0)"
+           : " and a SQPOLL submission thread");
+    DIR *dir = opendir("/sys/block");
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], drv[300] = "", buf[32] = "";
+        unsigned long long sectors = 0;
+        snprintf(path, sizeof(path), "/sys/block/%s/size", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fscanf(f, "%llu", &sectors) != 1)
+                sectors = 0;
+            fclose(f);
+        }
+        if (!sectors)
+            continue;           /* an unused loop or zram device */
+        snprintf(path, sizeof(path), "/sys/block/%s/queue/io_poll", e->d_name);
+        f = fopen(path, "re");
+        if (f) {
+            if (!fgets(buf, sizeof(buf), f))
+                buf[0] = 0;
+            fclose(f);
+        }
+        snprintf(path, sizeof(path), "/sys/block/%s/device/driver", e->d_name);
+        ssize_t n = readlink(path, drv, sizeof(drv) - 1);
+        drv[n > 0 ? n : 0] = 0;
+        const char *dn = strrchr(drv, '/') ? strrchr(drv, '/') + 1 : !strncmp(e->d_name, "zram", 4) ? "zram"
+                         : !strncmp(e->d_name, "loop", 4) ? "loop" : "?";
+        bool inline_dev = !strncmp(e->d_name, "zram", 4) || !strncmp(e->d_name, "ram", 3);
+        if (buf[0] == '1')
+            report(d, DOCTOR_OK, "block path: %s (%s): polled completion (IOPOLL) available, not used yet", e->d_name, dn);
+        else
+            report(d, DOCTOR_OK, "block path: %s (%s): IOPOLL unavailable (no poll queues): completions come by "
+                   "interrupt and are reaped from the ring in user space%s", e->d_name, dn,
+                   inline_dev ? "; it completes inline, so the engine measures and steps aside" : "");
+    }
+    if (dir)
+        closedir(dir);
+}
+
 /* ---- command --------------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -538,6 +608,7 @@ int cmd_doctor(int argc, char **argv)
     check_af_xdp(&d);
     check_bpf(&d);
     check_bpffs(&d);
+    check_block(&d);
     if (iface)
         check_iface(&d, iface);
 

@@ -1,4 +1,4 @@
-/* `slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] -- CMD ARGS`:
+/* `slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] -- CMD ARGS`:
  * runs CMD with libslipstream.so preloaded and the stack configured through SLIP_* variables.
  * Every SLIP_* value is checked first (base/env.h): a bad one stops it with exit 2. Also
  * `slipstream config --doc` (every variable, its default and what it accepts) and `--markdown`
@@ -117,14 +117,15 @@ static int find_library(char *out, size_t len)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] -- CMD [ARGS...]\n");
+    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] -- CMD [ARGS...]\n"
+               "  --block  also the block path: O_DIRECT file and block-device I/O through io_uring (SLIP_BLOCK=1)\n");
 }
 
 int cmd_run(int argc, char **argv)
 {
     char ifaces[256] = "";
     const char *profile = NULL;
-    bool strict = false;
+    bool strict = false, block = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -143,6 +144,8 @@ int cmd_run(int argc, char **argv)
             }
         } else if (!strcmp(a, "--strict")) {
             strict = true;
+        } else if (!strcmp(a, "--block")) {
+            block = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -216,6 +219,8 @@ int cmd_run(int argc, char **argv)
         setenv("SLIP_IFACES", ifaces, 1);
     if (strict)
         setenv("SLIP_STRICT", "1", 1);
+    if (block)
+        setenv("SLIP_BLOCK", "1", 1);
     if (profile && !strcmp(profile, "latency") && !slip_env__text(SLIP_ENV_SPIN_USEC))
         setenv("SLIP_SPIN_USEC", "100000", 1);
     if (profile && !strcmp(profile, "safe") && !slip_env__text(SLIP_ENV_SPIN_USEC))

@@ -1,23 +1,65 @@
-/* `slipstream stat [--iface IF]... [--conns]`: the counters, the processes (and with --conns the
- * TCP connections) of the stack that programs run with `slipstream run` share on these
- * interfaces, read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
+/* `slipstream stat [--iface IF]... [--conns]` (or `--block`: the block engine's counters): the
+ * counters, the processes (and with --conns the TCP connections) of the stack that programs run
+ * with `slipstream run` share on these interfaces, read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
  * leaves; run it in the network namespace of the programs. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "block/blk.h"
 #include "stack/share.h"
 #include "stack/stack.h"
 #include "tools/slipstream/cli.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: slipstream stat [--iface IF]... [--conns]\n"
+    fprintf(f, "usage: slipstream stat [--iface IF]... [--conns] | --block\n"
                "  --iface IF  the interfaces the programs were started with (default: every interface that is\n"
                "              up with an IPv4 address, as `slipstream run` chooses)\n"
-               "  --conns     also list the TCP connections\n");
+               "  --conns     also list the TCP connections\n"
+               "  --block     the block path's counters of every running process that uses it\n");
+}
+
+/* The block engine's counters of every running process that uses it (src/block/blk.h): one
+ * small file each in /dev/shm, written by that process only. */
+static int stat_block(void)
+{
+    DIR *d = opendir("/dev/shm");
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int pid;
+        char tail;
+        if (sscanf(e->d_name, "slipstream-blk.%d%c", &pid, &tail) != 1 || pid <= 0)
+            continue;
+        char p[300];
+        snprintf(p, sizeof(p), "/dev/shm/%s", e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct blk_stats s;
+        bool ok = fd >= 0 && read(fd, &s, sizeof(s)) == (ssize_t)sizeof(s);
+        if (fd >= 0)
+            close(fd);
+        /* A process killed before its exit handler (or an image that exec'd into a program
+         * without the block path) left its file: it is not running; the file goes. */
+        if (kill(pid, 0) < 0 && errno == ESRCH) {
+            unlink(p);
+            continue;
+        }
+        if (!ok || s.magic != BLK_STATS_MAGIC || s.pid != pid)
+            continue;
+        blk__stats_print(&s, stdout);
+        found++;
+    }
+    if (d)
+        closedir(d);
+    if (!found)
+        printf("block: no running process uses the block path\n");
+    return 0;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -33,6 +75,8 @@ int cmd_stat(int argc, char **argv)
             n++;
         } else if (!strcmp(argv[i], "--conns")) {
             conns = true;
+        } else if (!strcmp(argv[i], "--block")) {
+            return stat_block();
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;

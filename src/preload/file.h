@@ -1,0 +1,57 @@
+/* The POSIX layer's block path (file.c): which fds are served by the block engine (src/block),
+ * and the calls the socket wrappers hand over when an fd is not a socket. */
+#ifndef SLIP_PRELOAD_FILE_H
+#define SLIP_PRELOAD_FILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct bfd {
+    uint8_t on;                 /* opened with O_DIRECT on a regular file or block device */
+    uint8_t kernel;             /* the probe gave its device to the kernel: no engine, no lookup */
+    uint64_t dev;               /* the device the probe decides for */
+};
+
+extern struct bfd *g_bfd;       /* NULL until the block path is on; as long as g_pre.fds */
+
+static inline struct bfd *bfd_get(int fd)
+{
+    extern int g_bfd_n;
+    if (__builtin_expect(!g_bfd, 1) || fd < 0 || fd >= g_bfd_n || !g_bfd[fd].on)
+        return NULL;
+    return &g_bfd[fd];
+}
+
+/* read/write/readv/writev/preadv2/pwritev2 on an fd that is not an accelerated socket: the block
+ * engine when the fd is one of ours and off >= 0, else the kernel (off -1: the fd's offset). */
+ssize_t file_rw(int fd, bool write, const struct iovec *iov, int n, off_t off, int flags);
+static inline ssize_t file_read(int fd, void *buf, size_t n)
+{
+    struct iovec v = { buf, n };
+    return file_rw(fd, false, &v, 1, -1, 0);
+}
+
+static inline ssize_t file_write(int fd, const void *buf, size_t n)
+{
+    struct iovec v = { (void *)buf, n };
+    return file_rw(fd, true, &v, 1, -1, 0);
+}
+
+/* fd stopped naming what it named (close, dup2 over it). */
+void file_fd_gone(int fd);
+/* newfd is a duplicate of fd (dup*, F_DUPFD*). */
+void file_fd_dup(int fd, int newfd);
+/* fcntl(F_SETFL) succeeded with these flags. */
+void file_fd_setfl(int fd, long flags);
+/* aio.c: whether a libaio context id is one of the block path's, and the io_* syscall on it
+ * (a program calling syscall(SYS_io_submit, ...) itself); -errno as libaio returns it. */
+bool aio_ctx_ours(unsigned long id);
+long aio_syscall(long nr, const long *a);
+/* At exit and _exit: in-flight libaio writes complete, counters printed (SLIP_DUMP_AT_EXIT). */
+void preload_file_exit(void);
+/* Reads SLIP_BLOCK*; with the block path on, makes the table and finds inherited O_DIRECT fds. */
+void preload_file_init(void);
+
+#endif

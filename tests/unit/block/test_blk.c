@@ -1,0 +1,165 @@
+/* The block engine (src/block) on a temporary file on /var/tmp: a synchronous write and read
+ * through the thread's ring give the kernel's results (errors included), an asynchronous ring
+ * refuses more than it can complete, and the per-device probe decides by medians. Without
+ * io_uring (ENOSYS) the ring tests say so and check only that the engine reports it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "block/blk.h"
+#include "tests/unit/check.h"
+
+#define BS 4096
+
+static int tmpfile_direct(char *path, size_t len, int extra_bytes)
+{
+    snprintf(path, len, "/var/tmp/slip-test-blk-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, 4 * BS + extra_bytes) < 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    fd = open(path, O_RDWR | O_DIRECT);
+    if (fd < 0)
+        fd = open(path, O_RDWR);        /* a file system without O_DIRECT: buffered, same checks */
+    return fd;
+}
+
+static bool have_uring(void)
+{
+    struct blk_ring *r;
+    int rc = blk_ring__new(&r, 4);
+    if (rc == 0) {
+        blk_ring__free(r);
+        return true;
+    }
+    printf("skip: io_uring unavailable here (%d)\n", rc);
+    return false;
+}
+
+TEST(test_sync_write_read_as_the_kernel)
+{
+    char path[64];
+    int fd = tmpfile_direct(path, sizeof(path), 100);
+    CHECK(fd, >=, 0);
+    if (fd < 0 || !have_uring())
+        goto out;
+    char *a = aligned_alloc(BS, 2 * BS), *b = aligned_alloc(BS, 2 * BS);
+    for (int i = 0; i < 2 * BS; i++)
+        a[i] = (char)(i * 13);
+    struct iovec w = { a, BS }, r = { b, BS };
+    CHECK(blk__rw(fd, BLK_OP_WRITE, &w, 1, BS, 0), ==, BS);
+    CHECK(blk__rw(fd, BLK_OP_READ, &r, 1, BS, 0), ==, BS);
+    CHECK_MEM(a, b, BS);
+    /* Two buffers: READV/WRITEV. */
+    struct iovec w2[2] = { { a, BS }, { a + BS, BS } }, r2[2] = { { b, BS }, { b + BS, BS } };
+    CHECK(blk__rw(fd, BLK_OP_WRITE, w2, 2, 2 * BS, 0), ==, 2 * BS);
+    memset(b, 0, 2 * BS);
+    CHECK(blk__rw(fd, BLK_OP_READ, r2, 2, 2 * BS, 0), ==, 2 * BS);
+    CHECK_MEM(a, b, 2 * BS);
+    /* The kernel's answers for what it refuses or cuts short, beside its own call. */
+    struct iovec odd = { b + 1, BS };
+    ssize_t k = pread(fd, b + 1, BS, 0);
+    CHECK(blk__rw(fd, BLK_OP_READ, &odd, 1, 0, 0), ==, k < 0 ? -errno : k);
+    struct iovec tail = { b, 2 * BS };
+    k = pread(fd, b, 2 * BS, 4 * BS);
+    CHECK(blk__rw(fd, BLK_OP_READ, &tail, 1, 4 * BS, 0), ==, k < 0 ? -errno : k);
+    CHECK(blk__rw(fd, BLK_OP_READ, &tail, 1, 100 * BS, 0), ==, 0);
+    CHECK(blk__rw(-1, BLK_OP_READ, &tail, 1, 0, 0), ==, -EBADF);
+    CHECK(blk__stats()->submitted, >=, 8);
+    CHECK(blk__stats()->completed, ==, blk__stats()->submitted);
+    free(a);
+    free(b);
+out:
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+}
+
+TEST(test_async_ring_bounds)
+{
+    char path[64];
+    int fd = tmpfile_direct(path, sizeof(path), 0);
+    CHECK(fd, >=, 0);
+    struct blk_ring *r = NULL;
+    if (fd < 0 || !have_uring() || blk_ring__new(&r, 4) < 0)
+        goto out;
+    char *a = aligned_alloc(BS, 4 * BS);
+    memset(a, 7, 4 * BS);
+    int queued = 0;
+    for (int i = 0; i < 8; i++)
+        if (blk_ring__queue(r, IORING_OP_WRITE, fd, (uint64_t)(uintptr_t)(a + i % 4 * BS), BS, (i % 4) * BS,
+                            0, 100 + (uint64_t)i) == 0)
+            queued++;
+    /* No more in flight than the CQ can hold: the rest is EAGAIN, as io_submit's is. */
+    CHECK(queued, ==, 4);
+    CHECK(blk_ring__inflight(r), ==, 4);
+    CHECK(blk_ring__submit(r), ==, 0);
+    struct blk_cqe c[8];
+    int got = 0;
+    while (got < 4) {
+        int m = blk_ring__reap(r, c + got, 1, 8 - got, 1000000000);
+        CHECK(m, >, 0);
+        if (m <= 0)
+            break;
+        got += m;
+    }
+    uint64_t seen = 0;
+    for (int i = 0; i < got; i++) {
+        CHECK(c[i].res, ==, BS);
+        seen |= 1ull << (c[i].user_data - 100);
+    }
+    CHECK(seen, ==, 0xf);
+    CHECK(blk_ring__inflight(r), ==, 0);
+    /* Nothing in flight: a reap with a limit of 0 returns at once with nothing. */
+    CHECK(blk_ring__reap(r, c, 0, 8, 0), ==, 0);
+    blk_ring__free(r);
+    free(a);
+out:
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+}
+
+TEST(test_probe_decides_by_medians)
+{
+    struct blk_config cfg = *blk__config();
+    cfg.probe = true;
+    blk__configure(&cfg);
+    uint64_t slow = 0x10000001, fast = 0x10000002;
+    /* The kernel at 1 us, the engine at 2 us but for a few very fast outliers: the kernel. */
+    for (int i = 0; i < 64; i++) {
+        CHECK(blk__route(slow) == BLK_ROUTE_PROBE_KERNEL || blk__route(slow) == BLK_ROUTE_PROBE_ENGINE, ==, 1);
+        blk__probe_note(slow, BLK_ROUTE_PROBE_KERNEL, 1000);
+        blk__probe_note(slow, BLK_ROUTE_PROBE_ENGINE, i < 10 ? 10 : 2000);
+    }
+    CHECK(blk__route(slow), ==, BLK_ROUTE_KERNEL);
+    /* The engine 20 % faster, with one preempted call of a second: the engine. (A device is
+     * known to the probe from its first blk__route, as in the POSIX layer.) */
+    CHECK(blk__route(fast), !=, BLK_ROUTE_ENGINE);
+    for (int i = 0; i < 64; i++) {
+        blk__probe_note(fast, BLK_ROUTE_PROBE_KERNEL, 1000);
+        blk__probe_note(fast, BLK_ROUTE_PROBE_ENGINE, i == 3 ? 1000000000 : 800);
+    }
+    CHECK(blk__route(fast), ==, BLK_ROUTE_ENGINE);
+    /* Within 5 %: the kernel (no polling thread for nothing). */
+    uint64_t even = 0x10000003;
+    CHECK(blk__route(even), !=, BLK_ROUTE_KERNEL);
+    for (int i = 0; i < 64; i++) {
+        blk__probe_note(even, BLK_ROUTE_PROBE_KERNEL, 1000);
+        blk__probe_note(even, BLK_ROUTE_PROBE_ENGINE, 970);
+    }
+    CHECK(blk__route(even), ==, BLK_ROUTE_KERNEL);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = slip_test_main(argc, argv);
+    blk__stats_unlink();
+    return rc;
+}
