@@ -185,14 +185,14 @@ static slip_time_t poll_locked(struct slip_stack *s)
     return next;
 }
 
-slip_time_t slip_stack__poll(struct slip_stack *s)
+/* Lock held: polls, then lets the lock go. What the poll delivered may be for a thread asleep on
+ * fds whose readiness it consumed (the AF_XDP RX ring): this process's sleepers get the doorbell,
+ * other processes' their bells (rung after the unlock: the lock is not held over a syscall). */
+static slip_time_t poll_and_unlock(struct slip_stack *s)
 {
-    stack_lock(s);
     uint64_t before = s->shm->c.rx_frames + s->shm->c.tcp_wakeups;
     slip_time_t next = poll_locked(s);
     s->next_deadline = next;
-    /* What this poll delivered may be for a thread asleep on fds whose readiness it consumed
-     * (the AF_XDP RX ring): wake the sleepers, which look again. */
     if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
         __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
         ring_doorbell(s);
@@ -201,6 +201,12 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
     stack_unlock(s);
     ring_procs(s, ring);
     return next;
+}
+
+slip_time_t slip_stack__poll(struct slip_stack *s)
+{
+    stack_lock(s);
+    return poll_and_unlock(s);
 }
 
 /* ---- deferred TX kicks ----
@@ -297,16 +303,7 @@ int slip_stack__poll_if_idle(struct slip_stack *s, slip_time_t idle_ns)
         return 1;
     }
     stack_locked_by_us(s);
-    uint64_t before = s->shm->c.rx_frames + s->shm->c.tcp_wakeups;
-    s->next_deadline = poll_locked(s);
-    /* As in slip_stack__poll: what this poll delivered may be for a sleeping thread. */
-    if (s->shm->c.rx_frames + s->shm->c.tcp_wakeups != before &&
-        __atomic_load_n(&s->shm->sleepers, __ATOMIC_ACQUIRE))
-        ring_doorbell(s);
-    uint64_t ring = s->ring_procs;
-    s->ring_procs = 0;
-    stack_unlock(s);
-    ring_procs(s, ring);
+    poll_and_unlock(s);
     return 0;
 }
 
