@@ -115,10 +115,13 @@ static int find_library(char *out, size_t len)
     return slip_exe__beside(exe, rel, sizeof(rel) / sizeof(rel[0]), R_OK, out, len);
 }
 
+/* After an error: the usage line only (one line naming the error, then this). --help: the
+ * options explained too. */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] -- CMD [ARGS...]\n"
-               "  --block  also the block path: O_DIRECT file and block-device I/O through io_uring (SLIP_BLOCK=1)\n");
+    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] -- CMD [ARGS...]\n");
+    if (f == stdout)
+        fprintf(f, "  --block  also the block path: O_DIRECT file and block-device I/O through io_uring (SLIP_BLOCK=1)\n");
 }
 
 int cmd_run(int argc, char **argv)
