@@ -144,13 +144,13 @@ static slip_time_t poll_locked(struct slip_stack *s)
     next = SLIP_MIN(next, ip_neigh__service(&s->env));
     /* The engine's wake list tells which connections had an event: count them per connection,
      * which is what edge-triggered epoll reports. */
-    bool others = others_asleep(s);
-    if (others && s->udp->c.rx_datagrams != udp_before)
-        note_sleeping_holders(s, false, 0);
+    uint64_t asleep = others_asleep(s);
+    if (asleep && s->udp->c.rx_datagrams != udp_before)
+        note_sleeping_holders(s, false, 0, asleep);
     for (slip_idx_t w; (w = tcp__next_wakeup(s->tcp)) != SLIP_NIL;) {
         s->shm->c.tcp_wakeups++;
-        if (w < s->t.max_conns && others)
-            note_sleeping_holders(s, true, w);
+        if (w < s->t.max_conns && asleep)
+            note_sleeping_holders(s, true, w, asleep);
         if (w < s->t.max_conns) {
             /* The bump is ordered before the look at the waiters (both sequentially
              * consistent): a waiter counted itself before it read the generation it sleeps on,

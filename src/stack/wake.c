@@ -2,11 +2,6 @@
  * count of sleeping threads, and the bells other processes of the stack ring (bell.h). */
 #include "stack/stack_int.h"
 
-void doorbell_open(struct slip_stack *s);
-bool others_asleep(struct slip_stack *s);
-void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w);
-void ring_procs(struct slip_stack *s, uint64_t mask);
-
 /* Rings an eventfd bell (the doorbell, the accept bell); nobody reads them, sleepers watch them
  * edge-triggered. */
 static void bell_ring(int fd)
@@ -31,29 +26,31 @@ void slip_stack__sleepers(struct slip_stack *s, int delta)
     __atomic_add_fetch(&s->shm->sleepers, (uint32_t)delta, __ATOMIC_SEQ_CST);
 }
 
-/* Lock held: threads of other processes sleep on the wait fds. One load when nobody does. */
-bool others_asleep(struct slip_stack *s)
+/* Lock held, once per poll after its receive work: the slots of other processes with threads
+ * asleep on the wait fds. One load when nobody else sleeps. A process that counts itself asleep
+ * after this looks at its sockets afterwards and finds what this poll delivered. */
+uint64_t others_asleep(struct slip_stack *s)
 {
     uint32_t all = __atomic_load_n(&s->shm->sleepers, __ATOMIC_SEQ_CST);
-    if (!all)
-        return false;
     uint32_t mine = s->proc >= 0 ? __atomic_load_n(&s->shm->procs.p[s->proc].sleepers, __ATOMIC_SEQ_CST) : 0;
-    return all != mine;
+    if (all == mine)
+        return 0;
+    uint64_t mask = 0;
+    for (int k = 0; k < SLIP_PROC_MAX; k++)
+        if (k != s->proc && __atomic_load_n(&s->shm->procs.p[k].sleepers, __ATOMIC_SEQ_CST) &&
+            __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) > 0)
+            mask |= 1ull << k;
+    return mask;
 }
 
-/* Lock held: socket w had an event; note every other sleeping process holding it. */
-void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w)
+/* Lock held: socket w had an event; note which of the sleeping processes in `asleep` hold it. */
+void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w, uint64_t asleep)
 {
     STACK_ASSERT_LOCKED(s);
-    for (int k = 0; k < SLIP_PROC_MAX; k++) {
-        if (k == s->proc || !__atomic_load_n(&s->shm->procs.p[k].sleepers, __ATOMIC_SEQ_CST) ||
-            __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE) <= 0)
-            continue;
-        uint32_t refs = tcp ? slip_socktab__proc_tcp(&s->t, k)[w] : 0;
+    for (int k = 0; asleep; k++, asleep >>= 1)
         /* UDP has no per-socket event list here: a datagram rings every sleeping process. */
-        if (!tcp || refs)
+        if ((asleep & 1) && (!tcp || slip_socktab__proc_tcp(&s->t, k)[w]))
             s->ring_procs |= 1ull << k;
-    }
 }
 
 void doorbell_open(struct slip_stack *s)
