@@ -14,7 +14,7 @@ int slip_bell__open(pid_t pid);
 /* Rings pid's bell from fd (any datagram UNIX socket). Never blocks; a full or missing bell is
  * fine: its owner is awake already, or gone. */
 void slip_bell__ring(int fd, pid_t pid);
-/* Reads everything rung so far; true when there was something. */
+/* Reads everything rung so far (with read(2): allowed in a sandbox); true when there was something. */
 bool slip_bell__drain(int fd);
 
 #endif

@@ -67,8 +67,7 @@ int slip_stack__peer_bell_fd(struct slip_stack *s)
 
 bool slip_stack__peer_bell_take(struct slip_stack *s)
 {
-    /* recv may kill a sandboxed thread (base/sandbox.h): it leaves the bell to others. */
-    if (slip_sandbox__limited() || !slip_bell__drain(s->peer_bell))
+    if (!slip_bell__drain(s->peer_bell))
         return false;
     /* Another process's poll delivered to us: every sleeping set of this process looks again
      * (its doorbell is edge-triggered in epoll sets, so a drain here takes nothing from them). */
@@ -119,7 +118,7 @@ void slip_stack__doorbell_drain(struct slip_stack *s)
             ;
     /* A bell rung by another process: this thread is awake and looks again; the process's other
      * sleepers get the doorbell (rung after the drain above, so they see it). */
-    if (!slip_sandbox__limited() && slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
+    if (slip_bell__drain(s->peer_bell) && s->doorbell >= 0)
         ring_doorbell(s);
     errno = saved;
 }
