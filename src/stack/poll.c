@@ -322,17 +322,6 @@ int slip_stack__wait_fds(struct slip_stack *s, int *fds, int max)
     return n;
 }
 
-int slip_stack__own_fds(struct slip_stack *s, int *fds, int max)
-{
-    int n = slip_stack__export_fds(s, fds, max);
-    int more[7] = { s->doorbell, s->accept_bell, s->peer_bell, s->epfd, -1, -1, -1 };
-    int m = 4 + (s->ctl ? ctl__fds(s->ctl, more + 4) : 0);
-    for (int i = 0; i < m && n < max; i++)
-        if (more[i] >= 0)
-            fds[n++] = more[i];
-    return n;
-}
-
 int slip_stack__timeout_ms(struct slip_stack *s, int timeout_ms)
 {
     slip_time_t next = s->next_deadline, now = slip_stack__now();

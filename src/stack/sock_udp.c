@@ -125,15 +125,19 @@ int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
     return 0;
 }
 
+/* A socket that sends or connects before bind gets an ephemeral port first, as on Linux. */
+static int autobind(struct slip_stack *s, int sock)
+{
+    return s->udp->socks[sock].state == UDPS_OPEN ? slip_udp__bind(s, sock, 0, 0) : 0;
+}
+
 int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    if (s->udp->socks[sock].state == UDPS_OPEN) {
-        int rc = slip_udp__bind(s, sock, 0, 0);
-        if (rc < 0)
-            return rc;
-    }
+    int brc = autobind(s, sock);
+    if (brc < 0)
+        return brc;
     stack_lock(s);
     int rc = udp_sock__connect(s->udp, (slip_idx_t)sock, addr, port);
     stack_unlock(s);
@@ -153,11 +157,9 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    if (s->udp->socks[sock].state == UDPS_OPEN) {
-        int rc = slip_udp__bind(s, sock, 0, 0);
-        if (rc < 0)
-            return rc;
-    }
+    int brc = autobind(s, sock);
+    if (brc < 0)
+        return brc;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
     ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);

@@ -387,12 +387,7 @@ void slip_stack__close(struct slip_stack *s)
         tcp_shared__purge(s->tcp, &s->pool);
     if (s->epfd >= 0)
         close(s->epfd);
-    if (s->doorbell >= 0)
-        close(s->doorbell);
-    if (s->accept_bell >= 0)
-        close(s->accept_bell);
-    if (s->peer_bell >= 0)
-        close(s->peer_bell);
+    doorbell_close(s);
     if (s->fault.nheld) {
         for (unsigned i = 0; i < s->fault.nheld; i++)
             pkt__free_chain(&s->pool, s->fault.held[i].pkt);
@@ -484,6 +479,17 @@ int slip_stack__export_fds(struct slip_stack *s, int *fds, int max)
         for (unsigned q = 0; q < s->ifs[i].nq && n < max; q++)
             fds[n++] = xsk_port__fd(s->ifs[i].ports[q]);
     }
+    return n;
+}
+
+int slip_stack__own_fds(struct slip_stack *s, int *fds, int max)
+{
+    int n = slip_stack__export_fds(s, fds, max);
+    int more[7] = { s->doorbell, s->accept_bell, s->peer_bell, s->epfd, -1, -1, -1 };
+    int m = 4 + (s->ctl ? ctl__fds(s->ctl, more + 4) : 0);
+    for (int i = 0; i < m && n < max; i++)
+        if (more[i] >= 0)
+            fds[n++] = more[i];
     return n;
 }
 
@@ -646,12 +652,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
 fail:
     /* Never close inherited fds here: the stack keeps running for whoever else maps it. Our
      * own eventfds are ours. */
-    if (s->doorbell >= 0)
-        close(s->doorbell);
-    if (s->accept_bell >= 0)
-        close(s->accept_bell);
-    if (s->peer_bell >= 0)
-        close(s->peer_bell);
+    doorbell_close(s);
     free(s);
     return rc < 0 ? rc : -EINVAL;
 }

@@ -164,6 +164,7 @@ void tx_done(struct slip_stack *s);
 
 /* wake.c: bells and sleepers. */
 void doorbell_open(struct slip_stack *s);
+void doorbell_close(struct slip_stack *s);
 void ring_doorbell(struct slip_stack *s);
 uint64_t others_asleep(struct slip_stack *s);
 void note_sleeping_holders(struct slip_stack *s, bool tcp, unsigned w, uint64_t asleep);

@@ -27,7 +27,7 @@ void slip_stack__sleepers(struct slip_stack *s, int delta)
 }
 
 /* Lock held, once per poll after its receive work: the slots of other processes with threads
- * asleep on the wait fds. One load when nobody else sleeps. A process that counts itself asleep
+ * asleep on the wait fds. Two loads when nobody else sleeps. A process that counts itself asleep
  * after this looks at its sockets afterwards and finds what this poll delivered. */
 uint64_t others_asleep(struct slip_stack *s)
 {
@@ -58,6 +58,17 @@ void doorbell_open(struct slip_stack *s)
     s->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->accept_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->peer_bell = slip_sandbox__limited() ? -1 : slip_bell__open(getpid());
+}
+
+/* Closes what doorbell_open made (this process's own fds, never inherited ones). */
+void doorbell_close(struct slip_stack *s)
+{
+    int *fds[] = { &s->doorbell, &s->accept_bell, &s->peer_bell };
+    for (unsigned i = 0; i < SLIP_ARRAY_SIZE(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
 }
 
 int slip_stack__peer_bell_fd(struct slip_stack *s)
