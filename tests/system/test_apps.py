@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from testbed import CommandError
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "apps")
 PY = sys.executable
@@ -127,7 +129,10 @@ class Proof:
 
     def _sample(self):
         while not self._done.wait(0.02):
-            self.note_xdp()
+            try:
+                self.note_xdp()
+            except CommandError:
+                return  # the test failed before check() and its namespaces are gone
 
     def note_xdp(self):
         """Call while the accelerated programs run: their steering program must be attached."""
