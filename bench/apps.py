@@ -387,6 +387,15 @@ class Apps:
             if r.stdout.strip() != str(20 * 1000 * 1000):
                 raise RuntimeError(f"the 20 MB download failed: {one_line(r.stdout + r.stderr)}")
             one("after")
+            # ... and while wrk keeps that nginx busy (its own load on the same interface).
+            wrk = self.a.popen(["wrk", "-t1", "-c8", "-d60s", f"http://{self.b.addr}:{nport}/"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                time.sleep(1.0)
+                one("busy")
+            finally:
+                wrk.terminate()
+                wrk.wait(timeout=10)
         finally:
             if nginx:
                 self.stop(nginx)
@@ -737,7 +746,7 @@ def run_neighbour(apps, out, plots):
     res = alternate(["kernel", "slip"], lambda c: apps.neighbour(c, n), "neighbour")
     rows = []
     for sub, what in (("alone", "redis alone"), ("idle", "beside an idle nginx"),
-                      ("after", "after that nginx served 20 MB")):
+                      ("after", "after that nginx served 20 MB"), ("busy", "while wrk loads that nginx")):
         s = split(res, sub)
         rows += [(f"{what}: SET/s", s, "rps", True, 0), (f"{what}: p99 µs", s, "p99", False, 0),
                  (f"{what}: server CPU s/1000 req", s, "cpu_per_k", False, 4)]
@@ -745,16 +754,16 @@ def run_neighbour(apps, out, plots):
                      KS, rows))
     out.append(f"- `redis-benchmark -h 198.18.0.2 -p PORT -n {n} -t set -c 16` in a (kernel) against "
                f"`redis-server` in b; then `nginx -c bench/apps/nginx.conf.in` started beside it (idle), then "
-               f"`curl` of a 20 MB file from that nginx. slipstream: both servers under `slipstream run "
-               f"--iface veth0` (they share one stack today; issue 13). Compare each slipstream row with "
-               f"its own alone row for the neighbour's cost.\n")
+               f"`curl` of a 20 MB file from that nginx, then `wrk -t1 -c8` against that nginx during the "
+               f"run. slipstream: both servers under `slipstream run --iface veth0`, a stack each (one "
+               f"group). Compare each slipstream row with its own alone row for the neighbour's cost.\n")
 
 
 RUNNERS = {"nginx": run_nginx, "sockperf": run_sockperf, "redis": run_redis,
            "memcached": run_memcached, "iperf3": run_iperf3, "neighbour": run_neighbour}
 PROGRAMS = {"nginx": ["nginx", "wrk"], "sockperf": ["sockperf"], "redis": ["redis-server", "redis-benchmark"],
             "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"],
-            "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl"]}
+            "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl", "wrk"]}
 
 
 def command_line(repo, prefix):

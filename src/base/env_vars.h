@@ -41,7 +41,9 @@
     X(SPIN_USEC, DURATION, POSIX, .min = 0, .max = 10000000, .unit = "us", .def = "0", \
       .doc = "how long a blocking call, epoll_wait, poll or select spins (polling the stack, the kernel fds every 16th round) before it sleeps; a signal handler that runs meanwhile ends the wait with EINTR (latency profile)") \
     X(SHARE, BOOL, POSIX, .def = "1", \
-      .doc = "0: do not join or serve a stack other programs on the same interfaces opened") \
+      .doc = "0: neither open a stack in the group other programs on the same interfaces opened nor serve ours (the interfaces then take one program)") \
+    X(STACK_NAME, TEXT, POSIX, .def_doc = "run-PID (slipstream run sets it: a stack per program); unset under a bare LD_PRELOAD: a stack per process", \
+      .doc = "processes started with the same name share one stack, as Onload's EF_NAME (slipstream run --name); at most 31 characters of [A-Za-z0-9._-]") \
     X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
       .doc = "how long the last process of a stack keeps delivering written data at exit (and the stack's guardian, after every process was killed, what they had closed)") \
     X(IO_URING, BOOL, POSIX, .def = "0", \

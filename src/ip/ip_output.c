@@ -280,7 +280,7 @@ int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct 
     unsigned nfrags = (unsigned)((total + per_frag - 1) / per_frag);
     if (nfrags == 0)
         nfrags = 1;
-    if (env->pool->frames->count < nfrags) {
+    if (!pkt__reserve(env->pool, nfrags)) {
         c->tx_no_frame++;
         return -ENOBUFS;
     }

@@ -10,11 +10,30 @@ static void meta_reset(struct pkt_meta *m)
     m->chain = SLIP_NIL;
 }
 
+/* Frames taken from the group per refill: enough that the lock is taken once per many packets,
+ * few enough that stacks do not hoard what others need. */
+#define PKT_REFILL_BATCH 256
+
+bool pkt__reserve(struct pkt_pool *p, uint32_t n)
+{
+    uint32_t have = p->frames->count;
+    if (have >= n)
+        return true;
+    if (p->refill)
+        p->refill(p, n - have + PKT_REFILL_BATCH);
+    return p->frames->count >= n;
+}
+
 slip_idx_t pkt__alloc(struct pkt_pool *p)
 {
     uint64_t a = xsk_frame_pool__get(p->frames, p->nframes);
-    if (a == UINT64_MAX)
-        return SLIP_NIL;
+    if (SLIP_UNLIKELY(a == UINT64_MAX)) {
+        if (!p->refill || !p->refill(p, PKT_REFILL_BATCH))
+            return SLIP_NIL;
+        a = xsk_frame_pool__get(p->frames, p->nframes);
+        if (a == UINT64_MAX)
+            return SLIP_NIL;
+    }
     slip_idx_t i = pkt__bound(p, pkt__index(p, a));
     struct pkt_meta *m = &p->meta[i];   /* bounded just above */
     meta_reset(m);

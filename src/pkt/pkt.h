@@ -26,7 +26,10 @@ struct pkt_queue {
     uint32_t bytes;
 };
 
-/* Process-local view of the packet memory of one stack. */
+/* Process-local view of the packet memory of one stack. frames is the stack's own free list;
+ * when several stacks share one UMEM (a group, see docs/ARCHITECTURE.md) it is a cache in front
+ * of the group's pool, and refill (set by the stack) moves a batch of frames from the group into
+ * it under the group's lock: once per batch, never per packet. */
 struct pkt_pool {
     uint8_t *umem;
     struct xsk_frame_pool *frames;
@@ -34,6 +37,9 @@ struct pkt_pool {
     uint32_t frame_size;
     uint32_t headroom;          /* bytes kept free before packet data in frames we build */
     uint32_t nframes;
+    /* Moves at least want frames (if the group has them) into frames; returns how many came. */
+    uint32_t (*refill)(struct pkt_pool *p, uint32_t want);
+    void *owner;                /* the stack, for refill */
 };
 
 static inline slip_idx_t pkt__index(const struct pkt_pool *p, uint64_t addr)
@@ -81,6 +87,8 @@ static inline uint32_t pkt__room(const struct pkt_pool *p)
 
 /* Takes a free frame and resets its record (off = headroom, len = 0). SLIP_NIL when none. */
 slip_idx_t pkt__alloc(struct pkt_pool *p);
+/* Makes sure n frames can be allocated now (refilling from the group if needed): false if not. */
+bool pkt__reserve(struct pkt_pool *p, uint32_t n);
 /* Adopts a received frame: its record describes addr/len as the port returned them. */
 slip_idx_t pkt__adopt(struct pkt_pool *p, uint64_t addr, uint32_t len);
 /* Frees one buffer and every buffer chained after it. */

@@ -155,44 +155,60 @@ __attribute__((constructor)) static void preload_ctor(void)
  * meanwhile. One per process; re-created in a fork child (threads do not survive fork). */
 #define PROGRESS_IDLE (2 * SLIP_MSEC)
 
-/* The name other programs on the same interfaces join this stack by (share.h); empty: sharing
- * is off (SLIP_SHARE=0). The listening socket is inherited by fork children, whose progress
- * threads serve it too; an exec'd image or a survivor binds the name again when it is free. */
+/* The names other programs on the same interfaces find us by (share.h); empty: sharing is off
+ * (SLIP_SHARE=0). g_share_name is the group's: a program that connects opens a stack of its own
+ * in our group. "<group>/n/<SLIP_STACK_NAME>" is our stack's when it has a name: a program
+ * started with that name joins it. The listening sockets are inherited by fork children, whose
+ * progress threads serve them too; an exec'd image or a survivor binds a name again when it is
+ * free. The stack's index token (group.c) is served as well, for `slipstream stat`. */
 static char g_share_name[108];
 static int g_share_fd = -1;
+static int g_named_fd = -1;
+
+static void share_drop(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
 
 static void share_keep(struct slip_stack *s)
 {
     static struct timespec next;
     struct timespec now;
-    if (!g_share_name[0])
-        return;
     /* A process that is no longer the stack's user (a worker that dropped root after fork)
-     * neither keeps the name it inherited nor binds it again: it would serve its parent's
+     * neither keeps the names it inherited nor binds them again: it would serve its parent's
      * stack to anyone of its new user. */
     if (!slip_share__may_serve(s)) {
-        if (g_share_fd >= 0) {
-            close(g_share_fd);
-            g_share_fd = -1;
-        }
+        share_drop(&g_share_fd);
+        share_drop(&g_named_fd);
         return;
     }
-    if (g_share_fd < 0) {
+    const char *sname = slip_stack__name(s);
+    if (g_share_name[0] && (g_share_fd < 0 || (sname[0] && g_named_fd < 0))) {
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec < next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec < next.tv_nsec))
-            return;
-        next = now;
-        next.tv_nsec += 500 * 1000000L;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_sec++;
-            next.tv_nsec -= 1000000000L;
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+            next = now;
+            next.tv_nsec += 500 * 1000000L;
+            if (next.tv_nsec >= 1000000000L) {
+                next.tv_sec++;
+                next.tv_nsec -= 1000000000L;
+            }
+            if (g_share_fd < 0)
+                g_share_fd = slip_share__listen(g_share_name);
+            if (sname[0] && g_named_fd < 0) {
+                char named[160];
+                snprintf(named, sizeof(named), "%s/n/%s", g_share_name, sname);
+                g_named_fd = slip_share__listen(named);
+            }
         }
-        int fd = slip_share__listen(g_share_name);
-        if (fd < 0)
-            return;
-        g_share_fd = fd;
     }
-    slip_share__serve(s, g_share_fd);
+    if (g_share_fd >= 0)
+        slip_share__serve_group(s, g_share_fd);
+    if (g_named_fd >= 0)
+        slip_share__serve(s, g_named_fd);
+    if (slip_stack__token_fd(s) >= 0)
+        slip_share__serve(s, slip_stack__token_fd(s));
 }
 
 /* Held by the progress thread while it works inside the stack, never while it sleeps. A process
@@ -245,15 +261,17 @@ static void *progress_main(void *arg)
         pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
             int fds[SLIP_WAIT_FDS_MAX];
-            struct pollfd pf[SLIP_WAIT_FDS_MAX + 1];
+            struct pollfd pf[SLIP_WAIT_FDS_MAX + 3];
             int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX), k = 0;
             for (int i = 0; i < n; i++)
                 /* Our own doorbell would wake us, and the bell other processes ring is for the
                  * application's sleepers (who drain it). */
                 if (fds[i] != slip_stack__doorbell_fd(s) && fds[i] != slip_stack__peer_bell_fd(s))
                     pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-            if (g_share_fd >= 0)
-                pf[k++] = (struct pollfd){ .fd = g_share_fd, .events = POLLIN };
+            int lfds[3] = { g_share_fd, g_named_fd, slip_stack__token_fd(s) };
+            for (int i = 0; i < 3; i++)
+                if (lfds[i] >= 0)
+                    pf[k++] = (struct pollfd){ .fd = lfds[i], .events = POLLIN };
             real_poll(pf, (nfds_t)k, slip_stack__timeout_ms(s, 200));
             /* Let an application thread that is polling anyway take what woke us. */
             struct timespec ts = { 0, (long)PROGRESS_IDLE };
@@ -397,31 +415,47 @@ static void config_ifaces(struct slip_config *cfg)
         slip_share__name(g_share_name, sizeof(g_share_name), cfg->ifnames, cfg->nifaces);
 }
 
-/* Joins the stack another program opened on the same interfaces, else opens one. Two programs
- * starting together may both find nobody serving: the one whose open fails because the other
- * took the interfaces joins it once it serves. The interfaces may also still be held by the
+/* Opens this program's stack: it joins the stack named SLIP_STACK_NAME if a program serves it;
+ * else it opens a stack of its own, in the group another program on the same interfaces opened
+ * (one UMEM per queue: see docs/ARCHITECTURE.md), or as a new group. Two programs starting
+ * together may both find nobody serving: the one whose open fails because the other took the
+ * interfaces joins that group once it serves. The interfaces may also still be held by the
  * guardian of a stack whose programs all ended (it lets go within a second): open again. */
 static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
 {
-    /* For up to 3 s: join the stack served on the interfaces' name; when nobody serves it (or
-     * somebody untrusted does), open one. Each can fail for a moment: the serving process may be
-     * busy, exiting (its connection resets) or no longer allowed to serve, and another process
-     * of the stack binds the name within half a second; the interfaces may still be held by a
-     * stack whose last process or guardian is finishing. Those are retried every 100 ms, not
-     * turned into a fallback to the kernel at once. */
+    /* For up to 3 s. Each step can fail for a moment: the serving process may be busy, exiting
+     * (its connection resets) or no longer allowed to serve, and another process of the stack
+     * binds the name within half a second; the interfaces may still be held by a stack whose
+     * last process or guardian is finishing. Those are retried every 100 ms, not turned into a
+     * fallback to the kernel at once. */
     bool warned = false;
     int rc = -ENOENT;
+    char named[160] = "";
+    if (g_share_name[0] && cfg->stack_name[0])
+        snprintf(named, sizeof(named), "%s/n/%s", g_share_name, cfg->stack_name);
     for (int i = 0; i < 30; i++) {
         if (i) {
             struct timespec ts = { 0, 100 * 1000000L };
             nanosleep(&ts, NULL);
         }
-        rc = g_share_name[0] ? slip_share__join(&g_pre.stack, g_share_name, err, errlen) : -ENOENT;
+        rc = named[0] ? slip_share__join(&g_pre.stack, named, err, errlen) : -ENOENT;
+        /* Nobody serves the name: whoever binds it first opens the stack, the others (processes
+         * of one program forked before any of them had a stack) wait for it to serve. */
+        if (rc == -ENOENT && named[0] && g_named_fd < 0 && (g_named_fd = slip_share__listen(named)) < 0) {
+            snprintf(err, errlen, "the stack %s is being opened by another process and did not answer", cfg->stack_name);
+            rc = -EAGAIN;
+        }
+        if (rc == -ENOENT && g_share_name[0]) {
+            rc = slip_share__join_group(&g_pre.stack, g_share_name, cfg, err, errlen);
+            if (rc == 0)
+                preload_guard_start(g_pre.stack, g_share_name);
+        }
         if (rc == 0)
             return 0;
-        if (rc == -EACCES) {
-            /* Somebody else's process holds the name: say so, and run on a stack of our own if
-             * the interfaces are free (the name stays theirs, so nobody can join ours). */
+        if (rc == -EACCES || rc == -EPROTO) {
+            /* Somebody else's process holds the name (or answers it with nonsense): say so, and
+             * run on a stack of our own if the interfaces are free (the name stays theirs, so
+             * nobody can join ours). */
             if (!warned)
                 slip_warn("%s", err);
             warned = true;
@@ -432,15 +466,16 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
         if (transient && g_share_name[0])
             continue;
         if (rc != -ENOENT)
-            return rc;
+            break;
         rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
         if (rc == 0) {
             preload_guard_start(g_pre.stack, g_share_name);
             return 0;
         }
         if ((rc != -EBUSY && rc != -EEXIST) || !g_share_name[0])
-            return rc;
+            break;
     }
+    share_drop(&g_named_fd);    /* no stack of ours to serve under the name */
     return rc;
 }
 

@@ -19,7 +19,7 @@ int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
 {
     STACK_ASSERT_LOCKED(s);
     struct steer_key k;
-    struct steer_val v = { .stack = 0, .pid = (uint32_t)g_stack_pid };
+    struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
     int rc = 0;
     steer_tcp_key(&k, r);
     for (unsigned i = 0; i < s->nifs && rc == 0; i++)

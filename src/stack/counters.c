@@ -36,8 +36,17 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "tcp.conns", s->tcp->nused);
     emit(k, "tcp.res_pending", s->shm->tres_pending);
     emit(k, "pool.frames", s->pool.nframes);
-    emit(k, "pool.free", s->pool.frames->count);
+    /* Free frames: this stack's cache plus the group's pool (with one stack, every free frame). */
+    const struct slip_arena *ga = s->shm->grouped ? &s->garena : &s->arena;
+    const struct xsk_frame_pool *gp = slip_arena__ptr(ga, s->shm->off_pool);
+    emit(k, "pool.free", (uint64_t)s->pool.frames->count + gp->count);
+    emit(k, "pool.cached", s->pool.frames->count);
     emit(k, "pool.low_water", s->pool.frames->low_water);
+    emit(k, "group.stack", s->index);
+    emit(k, "group.refills", s->group->refills);
+    emit(k, "group.spills", s->group->spills);
+    emit(k, "group.starved", s->group->starved);
+    emit(k, "group.pool_lock_contended", s->group->pool_lock.contended);
     uint64_t posted = 0;
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
@@ -70,7 +79,7 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
             EMIT_XSK(rx_dropped) EMIT_XSK(rx_invalid_descs) EMIT_XSK(tx_invalid_descs)
             EMIT_XSK(rx_ring_full) EMIT_XSK(rx_fill_ring_empty_descs) EMIT_XSK(tx_ring_empty_descs)
             EMIT_XSK(rx_packets) EMIT_XSK(tx_packets) EMIT_XSK(tx_kicks) EMIT_XSK(tx_kick_eagain)
-            EMIT_XSK(tx_kick_ebusy) EMIT_XSK(tx_ring_full) EMIT_XSK(fill_pool_empty)
+            EMIT_XSK(tx_kick_ebusy) EMIT_XSK(tx_ring_full) EMIT_XSK(fill_pool_empty) EMIT_XSK(fill_busy) EMIT_XSK(comp_busy)
         }
     }
 }

@@ -65,8 +65,8 @@ int slip_guard__adopt(struct slip_stack **out, int sock, char *err, size_t errle
 }
 
 /* While the guardian delivers what the dead had closed, a program started on the same
- * interfaces (a server restarted at once) joins this stack, as it would join a process lingering
- * in exit: the guardian serves the stack's sharing name meanwhile. */
+ * interfaces (a server restarted at once) opens its stack in this stack's group: the guardian
+ * serves the group's name meanwhile (nobody else may be left to). */
 static void serve_joiners(struct slip_stack *s, const char *share, int *lfd)
 {
     if (!share || !*share)
@@ -74,7 +74,7 @@ static void serve_joiners(struct slip_stack *s, const char *share, int *lfd)
     if (*lfd < 0)
         *lfd = slip_share__listen(share);
     if (*lfd >= 0)
-        slip_share__serve(s, *lfd);
+        slip_share__serve_group(s, *lfd);
 }
 
 void slip_guard__run(struct slip_stack *s, int linger_ms, const char *share)

@@ -112,6 +112,8 @@ static slip_time_t poll_locked(struct slip_stack *s)
     uint64_t udp_before = s->udp->c.rx_datagrams;
     s->shm->c.polls++;
     s->shm->last_poll = now;
+    /* The frame cache back between its marks (a group lock only when it is outside them). */
+    group_balance(s);
     /* Frames a deferring thread left on the TX rings go first: on veth the peer's answer (an
      * ACK, a RST) comes back inside the kick, and this poll then sees it, as the kernel's socket
      * would have by the time its send() returned. */

@@ -170,6 +170,24 @@ static void serve_one(struct slip_stack *s, int c)
     (void)slip_share__send(c, spec, fds, n);
 }
 
+/* A program opening its own stack in our group gets the group's memory, the XDP objects and a
+ * socket per queue to share the UMEM with: the same user check as for the whole stack (the UMEM
+ * holds every stack's packets). */
+static void serve_group(struct slip_stack *s, int c)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
+        return;
+    int fds[SLIP_SHARE_MAX_FDS];
+    char spec[SLIP_SHARE_SPEC_MAX];
+    int n = slip_stack__describe_group(s, spec, sizeof(spec), fds, SLIP_SHARE_MAX_FDS);
+    uid_t owner = (uid_t)-1;
+    if (n < 1 || owner_uid(fds[0], &owner) < 0 || (cr.uid != 0 && cr.uid != owner))
+        return;
+    (void)slip_share__send(c, spec, fds, n);
+}
+
 void slip_share__serve(struct slip_stack *s, int lfd)
 {
     for (int k = 0; k < 16; k++) {
@@ -177,6 +195,17 @@ void slip_share__serve(struct slip_stack *s, int lfd)
         if (c < 0)
             return;
         serve_one(s, c);
+        close(c);
+    }
+}
+
+void slip_share__serve_group(struct slip_stack *s, int lfd)
+{
+    for (int k = 0; k < 16; k++) {
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            return;
+        serve_group(s, c);
         close(c);
     }
 }
@@ -202,9 +231,26 @@ static int check_fds(const int *fds, int nfds, uid_t me, const char *name, char 
     for (int i = 1; i < nfds && !why; i++) {
         int dom = 0;
         socklen_t dl = sizeof(dom);
+        bool sock = fstat(fds[i], &st) == 0 && S_ISSOCK(st.st_mode);
+        if (sock && getsockopt(fds[i], SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0)
+            dom = -1;
+        /* A stack of a group also hands over the group's memory (second) and the listening
+         * socket holding its index (second or third): checked like the first, or harmless. */
+        if (i == 1 && !sock && S_ISREG(st.st_mode)) {
+            seals = fcntl(fds[i], F_GET_SEALS);
+            if (st.st_uid != 0 && st.st_uid != me)
+                why = "the group's memory belongs to another user";
+            else if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+                why = "the group's memory is not sealed against resizing";
+            else if ((why = slip_stack__memory_bad(fds[i])) != NULL)
+                snprintf(layout, sizeof(layout), "the group's memory is inconsistent: %s", why), why = layout;
+            continue;
+        }
+        if (i <= 2 && sock && dom == AF_UNIX)
+            continue;
         if (fstat(fds[i], &st) < 0)
             why = "a fd is not open";
-        else if (S_ISSOCK(st.st_mode) && (getsockopt(fds[i], SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || dom != AF_XDP))
+        else if (sock && dom != AF_XDP)
             why = "a socket is not an AF_XDP socket";
         else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISBLK(st.st_mode) ||
                  S_ISCHR(st.st_mode))
@@ -261,5 +307,49 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
     if (rc < 0)
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
+    return rc;
+}
+
+int slip_share__join_group(struct slip_stack **out, const char *name, const struct slip_config *cfg, char *err,
+                           size_t errlen)
+{
+    struct sockaddr_un sa;
+    socklen_t sl = abstract_addr(&sa, name);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sl) < 0) {
+        close(fd);
+        return -ENOENT;
+    }
+    /* As for a whole stack: only root's or our own user's group is joined. */
+    struct ucred sc;
+    socklen_t scl = sizeof(sc);
+    uid_t me = geteuid();
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &sc, &scl) < 0 || (sc.uid != 0 && sc.uid != me)) {
+        snprintf(err, errlen, "%s is served by pid %d of uid %u, neither root nor our uid %u: not joining it",
+                 name, (int)sc.pid, (unsigned)sc.uid, (unsigned)me);
+        close(fd);
+        return -EACCES;
+    }
+    struct timeval tv = { 2, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char mine[SLIP_SHARE_SPEC_MAX + 64];
+    int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
+    int rc = slip_share__recv(fd, mine, sizeof(mine), fds, &nfds);
+    close(fd);
+    if (rc == -EPROTO || rc == -ENOSPC) {
+        snprintf(err, errlen, "malformed answer from the process serving %s", name);
+    } else if (rc < 0) {
+        snprintf(err, errlen, "the process serving %s did not answer: %s", name,
+                 rc == -ENOENT ? "refused" : strerror(-rc));
+        rc = rc == -ENOENT ? -EPERM : rc;
+    }
+    if (rc == 0)
+        rc = check_fds(fds, nfds, me, name, err, errlen);
+    if (rc == 0)
+        return slip_stack__open_in_group(out, cfg, mine, err, errlen);  /* closes what it does not keep */
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
     return rc;
 }

@@ -37,6 +37,12 @@ int slip_share__listen(const char *name);
 bool slip_share__may_serve(struct slip_stack *s);
 /* Serves every program waiting on lfd (never blocks): only the stack's owner and root get it. */
 void slip_share__serve(struct slip_stack *s, int lfd);
+/* Serves programs that open a stack of their own in s's group (the group's name). */
+void slip_share__serve_group(struct slip_stack *s, int lfd);
+/* Opens a stack of our own in the group served under name (same results as slip_share__join). */
+struct slip_config;
+int slip_share__join_group(struct slip_stack **out, const char *name, const struct slip_config *cfg, char *err,
+                           size_t errlen);
 /* Joins the stack served under name: 0 with *out, -ENOENT when nobody serves it, -EACCES (with
  * a line in err) when the server or what it hands over is not to be trusted (another user's
  * process, not a stack), other negative errno with a line in err. */

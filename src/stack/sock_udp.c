@@ -72,7 +72,7 @@ static int udp_bind_claim(struct slip_stack *s, int sock, be32 addr, uint16_t po
     int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
     if (rc == 0) {
         struct steer_key k;
-        struct steer_val v = { .stack = 0, .pid = (uint32_t)g_stack_pid };
+        struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
         steer_key(&k, addr, port);
         for (unsigned i = 0; i < s->nifs && rc == 0; i++)
             rc = steer__add(s->ifs[i].steer, &k, &v);

@@ -164,6 +164,22 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
     c->max_udp = (uint32_t)maxu;
     c->bind = binds[bind];
     c->xdp = modes[xdp];
+    /* The name goes into abstract socket names and `stat`: a short word, nothing else. */
+    const char *name = slip_env__text(SLIP_ENV_STACK_NAME);
+    c->stack_name[0] = 0;
+    if (name && *name) {
+        size_t n = strlen(name);
+        bool ok = n < sizeof(c->stack_name);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+                 (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '_' || name[i] == '-';
+        if (!ok) {
+            snprintf(err, errlen, "SLIP_STACK_NAME=%s: at most %zu characters of A-Z a-z 0-9 . _ -", name,
+                     sizeof(c->stack_name) - 1);
+            return -EINVAL;
+        }
+        memcpy(c->stack_name, name, n + 1);
+    }
     return 0;
 }
 
@@ -207,7 +223,8 @@ static int env_and_epoll_setup(struct slip_stack *s)
     return 0;
 }
 
-int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
+static int stack_open(struct slip_stack **out, const struct slip_config *cfg, struct group_in *g, char *err,
+                      size_t errlen)
 {
     struct slip_stack *s = calloc(1, sizeof(*s));
     unsigned nports = 0;
@@ -220,7 +237,9 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->proc = -1;
     s->epfd = -1;
     s->doorbell = -1;
+    s->token_fd = -1;
     s->arena.memfd = -1;
+    s->garena.memfd = -1;
     doorbell_open(s);
     rc = fault__init(&s->fault, err, errlen);
     if (rc < 0)
@@ -246,14 +265,25 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     }
 
     /* Frames: every fill and TX ring full at once, plus as many again for socket queues,
-     * reassembly and frames waiting for a neighbour. */
-    uint32_t nframes = nports * 2 * cfg->ring_size + 2 * cfg->ring_size + 8192;
-    size_t umem_bytes = (size_t)nframes * cfg->frame_size;
+     * reassembly and frames waiting for a neighbour. A stack joining a group uses the group's
+     * UMEM: its own memory has no frames, only a cache of their addresses. */
+    const struct slip_shm *gh = NULL;
+    if (g) {
+        if ((rc = group_in_map(s, g, err, errlen)) < 0)
+            goto fail;
+        gh = slip_arena__ptr(&s->garena, 0);
+        s->cfg.ring_size = gh->ring_size;
+        s->cfg.burst = gh->burst;
+        s->cfg.frame_size = gh->frame_size;
+        cfg = &s->cfg;
+    }
+    uint32_t nframes = g ? gh->nframes : nports * 2 * cfg->ring_size + 2 * cfg->ring_size + 8192;
+    size_t umem_bytes = g ? 0 : (size_t)nframes * cfg->frame_size;
+    size_t frame_bytes = g ? 0 : umem_bytes + xsk_frame_pool__bytes(nframes) + (size_t)nframes * sizeof(struct pkt_meta);
     uint32_t mc = cfg->max_conns ? cfg->max_conns : SLIP_MAX_CONNS_DEFAULT;
     uint32_t mu = cfg->max_udp ? cfg->max_udp : SLIP_MAX_UDP_DEFAULT;
-    size_t hot = umem_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
-                 (size_t)nframes * sizeof(struct pkt_meta) + sizeof(struct ctl_tables) +
-                 sizeof(struct ip_shared) + 4 * SLIP_CACHELINE;
+    size_t hot = frame_bytes + 2 * 4096 + sizeof(struct slip_shm) + xsk_frame_pool__bytes(nframes) +
+                 sizeof(struct ctl_tables) + sizeof(struct ip_shared) + 5 * SLIP_CACHELINE;
     /* The tables sized for the maximum come last, never faulted in as a whole (socktab.h). */
     size_t total = hot + slip_socktab__bytes(mc, mu);
     rc = slip_arena__create(&s->arena, "slipstream-stack", total, hot);
@@ -263,17 +293,21 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     }
     struct slip_arena *a = &s->arena;
     int64_t o_shm = slip_arena__carve(a, sizeof(struct slip_shm), 4096);
-    int64_t o_umem = slip_arena__carve(a, umem_bytes, 4096);
-    int64_t o_pool = slip_arena__carve(a, xsk_frame_pool__bytes(nframes), SLIP_CACHELINE);
-    int64_t o_meta = slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
+    int64_t o_umem = g ? (int64_t)gh->off_umem : slip_arena__carve(a, umem_bytes, 4096);
+    int64_t o_pool = g ? (int64_t)gh->off_pool : slip_arena__carve(a, xsk_frame_pool__bytes(nframes), SLIP_CACHELINE);
+    int64_t o_meta = g ? (int64_t)gh->off_meta
+                       : slip_arena__carve(a, (size_t)nframes * sizeof(struct pkt_meta), SLIP_CACHELINE);
+    int64_t o_cache = slip_arena__carve(a, xsk_frame_pool__bytes(nframes), SLIP_CACHELINE);
     int64_t o_ctl = slip_arena__carve(a, sizeof(struct ctl_tables), SLIP_CACHELINE);
     int64_t o_ip = slip_arena__carve(a, sizeof(struct ip_shared), SLIP_CACHELINE);
     struct slip_socktab_layout tabs;
-    if (o_ip < 0 || slip_socktab__carve(&s->t, &tabs, a, mc, mu) < 0) {
+    if (o_umem < 0 || o_pool < 0 || o_meta < 0 || o_cache < 0 || o_ip < 0 ||
+        slip_socktab__carve(&s->t, &tabs, a, mc, mu) < 0) {
         snprintf(err, errlen, "internal error: arena layout does not fit");
         rc = -ENOMEM;
         goto fail;
     }
+    struct slip_arena *fa = g ? &s->garena : a;     /* where the frames are */
     s->shm = slip_arena__ptr(a, (uint64_t)o_shm);
     s->shm->magic = SLIP_SHM_MAGIC;
     s->shm->version = SLIP_SHM_VERSION;
@@ -282,25 +316,30 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
     s->shm->off_umem = (uint64_t)o_umem;
     s->shm->off_pool = (uint64_t)o_pool;
     s->shm->off_meta = (uint64_t)o_meta;
+    s->shm->off_cache = (uint64_t)o_cache;
     s->shm->off_ctl = (uint64_t)o_ctl;
     s->shm->off_ip = (uint64_t)o_ip;
+    s->shm->grouped = g != NULL;
     s->shm->tabs = tabs;
     s->shm->ring_size = cfg->ring_size;
     s->shm->burst = cfg->burst;
     s->shm->nifs = s->nifs;
+    snprintf(s->shm->name, sizeof(s->shm->name), "%s", cfg->stack_name);
     for (unsigned i = 0; i < s->nifs; i++) {
         s->shm->ifindex[i] = s->ifs[i].ifindex;
         s->shm->nq[i] = s->ifs[i].nq;
         snprintf(s->shm->ifname[i], sizeof(s->shm->ifname[i]), "%s", s->ifs[i].name);
     }
     slip_lock__init(&s->shm->lock);
+    slip_lock__init(&s->shm->group.pool_lock);
+    s->group = g ? &((struct slip_shm *)slip_arena__ptr(&s->garena, 0))->group : &s->shm->group;
     s->udp = s->t.udp;
     s->tcp = s->t.tcp;
     proc_register(s, -1);
 
-    s->pool.umem = slip_arena__ptr(a, (uint64_t)o_umem);
-    s->pool.frames = slip_arena__ptr(a, (uint64_t)o_pool);
-    s->pool.meta = slip_arena__ptr(a, (uint64_t)o_meta);
+    s->pool.umem = slip_arena__ptr(fa, (uint64_t)o_umem);
+    s->pool.frames = slip_arena__ptr(a, (uint64_t)o_cache);
+    s->pool.meta = slip_arena__ptr(fa, (uint64_t)o_meta);
     s->pool.frame_size = cfg->frame_size;
     s->pool.headroom = 0;
     s->pool.nframes = nframes;
@@ -326,25 +365,64 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         .frame_size = cfg->frame_size, .nframes = nframes,
         .fill_size = cfg->ring_size, .comp_size = cfg->ring_size, .headroom = 0,
     };
-    rc = xsk_umem_area__create(&s->umem, s->pool.umem, &ucfg, s->pool.frames, err, errlen);
+    if (g) {
+        /* Our cache starts empty; the group's pool is the group's. */
+        struct xsk_frame_pool *c = s->pool.frames;
+        c->capacity = nframes;
+        c->frame_size = cfg->frame_size;
+        c->count = 0;
+        c->low_water = 0;
+        rc = xsk_umem_area__adopt(&s->umem, s->pool.umem, &ucfg, s->pool.frames);
+    } else {
+        /* Every frame starts in our cache (the umem area fills it), the group pool empty: the
+         * first poll spills what the cache should not hold. */
+        rc = xsk_umem_area__create(&s->umem, s->pool.umem, &ucfg, s->pool.frames, err, errlen);
+        struct xsk_frame_pool *gp = slip_arena__ptr(a, (uint64_t)o_pool);
+        gp->capacity = nframes;
+        gp->frame_size = cfg->frame_size;
+        gp->count = 0;
+        gp->low_water = 0;
+    }
     if (rc < 0)
         goto fail;
 
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
-        rc = steer__attach(&f->steer, f->name, cfg->xdp, mc + mu, err, errlen);
-        if (rc < 0)
-            goto fail;
+        if (g) {
+            rc = steer__adopt(&f->steer, (int)f->ifindex, g->steer[i]);
+            if (rc < 0) {
+                snprintf(err, errlen, "the group's XDP objects of %s are not what they should be", f->name);
+                goto fail;
+            }
+            group_in_taken(g, i);
+        } else {
+            rc = steer__attach(&f->steer, f->name, cfg->xdp, mc + mu, err, errlen);
+            if (rc < 0)
+                goto fail;
+        }
+    }
+    /* The index names our sockets in the XDP program's socket map: claimed (and the flows a dead
+     * holder of it left forgotten) before any socket of ours is there. */
+    if (g)
+        rc = group_claim_index(s, err, errlen);
+    else
+        group_token_bind(s, 0);     /* for `slipstream stat`; the first stack's index is 0 anyway */
+    if (rc < 0)
+        goto fail;
+    s->shm->index = s->index;
+    for (unsigned i = 0; i < s->nifs; i++) {
+        struct stack_iface *f = &s->ifs[i];
         for (unsigned q = 0; q < f->nq; q++) {
             struct xsk_port_config pc = {
                 .ifname = f->name, .queue_id = q, .rx_size = cfg->ring_size, .tx_size = cfg->ring_size,
                 .burst = cfg->burst, .mode = cfg->bind, .need_wakeup = true, .busy_poll = cfg->busy_poll,
                 .busy_poll_usec = cfg->busy_poll_usec, .busy_poll_budget = cfg->busy_poll_budget,
             };
-            rc = xsk_port__create(&f->ports[q], s->umem, &pc, err, errlen);
+            rc = g ? xsk_port__join(&f->ports[q], s->umem, g->share[i][q], &pc, err, errlen)
+                   : xsk_port__create(&f->ports[q], s->umem, &pc, err, errlen);
             if (rc < 0)
                 goto fail;
-            rc = steer__set_xsk(f->steer, 0, q, xsk_port__fd(f->ports[q]));
+            rc = steer__set_xsk(f->steer, s->index, q, xsk_port__fd(f->ports[q]));
             if (rc < 0) {
                 snprintf(err, errlen, "cannot register the AF_XDP socket of %s queue %u: %s", f->name, q, strerror(-rc));
                 goto fail;
@@ -353,20 +431,38 @@ int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, cha
         s->txq[i].port = f->ports[0];
         s->txq[i].ifindex = f->ifindex;
     }
+    group_wire(s);
 
     rc = env_and_epoll_setup(s);
     if (rc < 0) {
         snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
         goto fail;
     }
-    slip_info("stack up: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes, %u TCP connections, "
-              "%u UDP sockets", s->nifs, nports, nframes, cfg->frame_size, mc, mu);
+    slip_info("stack %u up%s%s: %u interface(s), %u AF_XDP socket(s), %u frames of %u bytes%s, %u TCP connections, "
+              "%u UDP sockets", s->index, cfg->stack_name[0] ? " as " : "", cfg->stack_name, s->nifs, nports, nframes,
+              cfg->frame_size, g ? " (the group's)" : "", mc, mu);
     stacks_register(s);
     *out = s;
     return 0;
 
 fail:
     slip_stack__close(s);
+    return rc;
+}
+
+int slip_stack__open(struct slip_stack **out, const struct slip_config *cfg, char *err, size_t errlen)
+{
+    return stack_open(out, cfg, NULL, err, errlen);
+}
+
+int slip_stack__open_in_group(struct slip_stack **out, const struct slip_config *cfg, const char *spec, char *err,
+                              size_t errlen)
+{
+    struct group_in g;
+    int rc = group_in_parse(&g, spec, cfg, err, errlen);
+    if (rc == 0)
+        rc = stack_open(out, cfg, &g, err, errlen);
+    group_in_done(&g);
     return rc;
 }
 
@@ -385,6 +481,10 @@ void slip_stack__close(struct slip_stack *s)
                 kfd_close(s, s->t.ts[i].res.kfd);
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
+    /* The guardian closes a stack whose processes are all gone: its cached frames go back to
+     * the group, which other stacks may still use. */
+    if (s->guard && s->group && s->pool.frames)
+        group_return_all(s);
     if (s->epfd >= 0)
         close(s->epfd);
     doorbell_close(s);
@@ -406,7 +506,10 @@ void slip_stack__close(struct slip_stack *s)
         xsk_umem_area__destroy(s->umem);
     if (s->ctl)
         ctl__close(s->ctl);
+    if (s->token_fd >= 0)
+        close(s->token_fd);
     slip_arena__destroy(&s->arena);
+    slip_arena__destroy(&s->garena);
     free(s);
 }
 
@@ -433,8 +536,14 @@ static void no_clear(int fd)
  * fd it names (exec: make it survive; sharing over a socket: leave it). */
 static int describe(struct slip_stack *s, int slot, char *buf, size_t len, void (*clear)(int))
 {
-    size_t n = (size_t)snprintf(buf, len, "%d", s->arena.memfd);
+    /* "M,G,T": the stack's memory, the group's (-1: ours is the group's), the index token (-1:
+     * none). A "-1" is not a number renumber() rewrites (it follows '-'). */
+    size_t n = (size_t)snprintf(buf, len, "%d,%d,%d", s->arena.memfd, s->garena.memfd, s->token_fd);
     clear(s->arena.memfd);
+    if (s->garena.memfd >= 0)
+        clear(s->garena.memfd);
+    if (s->token_fd >= 0)
+        clear(s->token_fd);
     for (unsigned i = 0; i < s->nifs && n < len; i++) {
         int fds[4];
         steer__export(s->ifs[i].steer, fds);
@@ -471,6 +580,10 @@ int slip_stack__export_fds(struct slip_stack *s, int *fds, int max)
     int n = 0;
     if (n < max)
         fds[n++] = s->arena.memfd;
+    if (s->garena.memfd >= 0 && n < max)
+        fds[n++] = s->garena.memfd;
+    if (s->token_fd >= 0 && n < max)
+        fds[n++] = s->token_fd;
     for (unsigned i = 0; i < s->nifs; i++) {
         int sf[4];
         steer__export(s->ifs[i].steer, sf);
@@ -497,16 +610,18 @@ int slip_stack__own_fds(struct slip_stack *s, int *fds, int max)
  * size before any of them is used: the memory may come from another process, and one that
  * shares the stack as another user must not be able to point us outside it. Returns what is
  * wrong, or NULL. */
-static const char *shm_layout_bad(const struct slip_shm *h, size_t size)
+const char *stack_layout_bad(const struct slip_shm *h, size_t size, size_t frames_size)
 {
     struct region {
         uint64_t off, len;
+        size_t in;              /* the size of the memory the region is in */
     } r[] = {
-        { h->off_umem, (uint64_t)h->nframes * h->frame_size },
-        { h->off_pool, xsk_frame_pool__bytes(h->nframes) },
-        { h->off_meta, (uint64_t)h->nframes * sizeof(struct pkt_meta) },
-        { h->off_ctl, sizeof(struct ctl_tables) },
-        { h->off_ip, sizeof(struct ip_shared) },
+        { h->off_umem, (uint64_t)h->nframes * h->frame_size, frames_size },
+        { h->off_pool, xsk_frame_pool__bytes(h->nframes), frames_size },
+        { h->off_meta, (uint64_t)h->nframes * sizeof(struct pkt_meta), frames_size },
+        { h->off_cache, xsk_frame_pool__bytes(h->nframes), size },
+        { h->off_ctl, sizeof(struct ctl_tables), size },
+        { h->off_ip, sizeof(struct ip_shared), size },
     };
     if (h->frame_size != 2048 && h->frame_size != 4096)
         return "frame size";
@@ -523,8 +638,10 @@ static const char *shm_layout_bad(const struct slip_shm *h, size_t size)
     if (h->off_umem % 4096)
         return "UMEM alignment";
     for (unsigned i = 0; i < SLIP_ARRAY_SIZE(r); i++)
-        if (r[i].off < sizeof(struct slip_shm) || r[i].off > size || r[i].len > size - r[i].off)
+        if (r[i].off < sizeof(struct slip_shm) || r[i].off > r[i].in || r[i].len > r[i].in - r[i].off)
             return "region outside the memory";
+    if (h->index >= STEER_MAX_STACKS)
+        return "stack index";
     return NULL;
 }
 
@@ -537,7 +654,7 @@ const char *slip_stack__memory_bad(int memfd)
     const char *bad = NULL;
     if (a.size < sizeof(struct slip_shm) || h->magic != SLIP_SHM_MAGIC || h->version != SLIP_SHM_VERSION)
         bad = "not a slipstream stack of this version";
-    else if (!(bad = shm_layout_bad(h, a.size))) {
+    else if (!(bad = stack_layout_bad(h, a.size, h->grouped ? SIZE_MAX : a.size))) {
         struct slip_socktab t;
         if (slip_socktab__locate(&t, &h->tabs, &a, true) < 0)
             bad = "connection tables outside the memory";
@@ -554,14 +671,29 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         return -ENOMEM;
     s->epfd = -1;
     s->arena.memfd = -1;
+    s->garena.memfd = -1;
+    s->token_fd = -1;
     s->proc = -1;
     pid_refresh();
     doorbell_open(s);
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec);
     char *save = NULL, *tok = strtok_r(buf, ";", &save);
-    if (!tok || (rc = slip_arena__attach(&s->arena, atoi(tok))) < 0) {
+    long mfd = -1, gfd = -1, tfd = -1;
+    if (tok) {
+        char *e = NULL;
+        mfd = strtol(tok, &e, 10);
+        if (*e == ',')
+            gfd = strtol(e + 1, &e, 10);
+        if (*e == ',')
+            tfd = strtol(e + 1, &e, 10);
+    }
+    if (!tok || mfd < 0 || (rc = slip_arena__attach(&s->arena, (int)mfd)) < 0) {
         snprintf(err, errlen, "cannot map the stack's shared memory (SLIP_ATTACH=%s)", spec);
+        goto fail;
+    }
+    if (gfd >= 0 && (rc = slip_arena__attach(&s->garena, (int)gfd)) < 0) {
+        snprintf(err, errlen, "cannot map the group's shared memory (SLIP_ATTACH=%s)", spec);
         goto fail;
     }
     struct slip_arena *a = &s->arena;
@@ -571,7 +703,19 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         rc = -EINVAL;
         goto fail;
     }
-    const char *bad = shm_layout_bad(s->shm, a->size);
+    /* The frames are in the group's memory (checked as the group's first stack's header says)
+     * or in ours. */
+    const struct slip_shm *gh = s->garena.base ? slip_arena__ptr(&s->garena, 0) : NULL;
+    const char *bad = NULL;
+    if (s->shm->grouped != (gh != NULL))
+        bad = "group memory missing or unexpected";
+    else if (gh && (s->garena.size < sizeof(*gh) || gh->magic != SLIP_SHM_MAGIC || gh->version != SLIP_SHM_VERSION ||
+                    gh->grouped || gh->nframes != s->shm->nframes || gh->frame_size != s->shm->frame_size ||
+                    gh->off_umem != s->shm->off_umem || gh->off_pool != s->shm->off_pool ||
+                    gh->off_meta != s->shm->off_meta))
+        bad = "the group's memory does not match";
+    if (!bad)
+        bad = stack_layout_bad(s->shm, a->size, gh ? s->garena.size : a->size);
     if (bad) {
         snprintf(err, errlen, "the stack's shared memory is inconsistent (%s): not attaching", bad);
         rc = -EINVAL;
@@ -581,9 +725,13 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
     s->cfg.ring_size = s->shm->ring_size;
     s->cfg.burst = s->shm->burst;
     s->cfg.frame_size = s->shm->frame_size;
-    s->pool.umem = slip_arena__ptr(a, s->shm->off_umem);
-    s->pool.frames = slip_arena__ptr(a, s->shm->off_pool);
-    s->pool.meta = slip_arena__ptr(a, s->shm->off_meta);
+    struct slip_arena *fa = gh ? &s->garena : a;
+    s->index = s->shm->index;
+    s->token_fd = (int)tfd;
+    s->group = &((struct slip_shm *)slip_arena__ptr(fa, 0))->group;
+    s->pool.umem = slip_arena__ptr(fa, s->shm->off_umem);
+    s->pool.frames = slip_arena__ptr(a, s->shm->off_cache);
+    s->pool.meta = slip_arena__ptr(fa, s->shm->off_meta);
     s->pool.frame_size = s->shm->frame_size;
     s->pool.nframes = s->shm->nframes;
     s->ctl_t = slip_arena__ptr(a, s->shm->off_ctl);
@@ -644,8 +792,13 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
         snprintf(err, errlen, "epoll_create1: %s", strerror(-rc));
         goto fail;
     }
+    group_wire(s);
     /* The stack's own fds go back to close-on-exec; export clears it again when needed. */
     fcntl(s->arena.memfd, F_SETFD, FD_CLOEXEC);
+    if (s->garena.memfd >= 0)
+        fcntl(s->garena.memfd, F_SETFD, FD_CLOEXEC);
+    if (s->token_fd >= 0)
+        fcntl(s->token_fd, F_SETFD, FD_CLOEXEC);
     stacks_register(s);
     *out = s;
     return 0;
@@ -653,6 +806,10 @@ fail:
     /* Never close inherited fds here: the stack keeps running for whoever else maps it. Our
      * own eventfds are ours. */
     doorbell_close(s);
+    if (s->arena.base)
+        munmap(s->arena.base, s->arena.size);
+    if (s->garena.base)
+        munmap(s->garena.base, s->garena.size);
     free(s);
     return rc < 0 ? rc : -EINVAL;
 }

@@ -40,6 +40,7 @@ struct slip_config {
     uint32_t busy_poll_budget;
     uint32_t max_conns;         /* TCP connections (listeners included) the stack can hold */
     uint32_t max_udp;           /* UDP sockets */
+    char stack_name[32];        /* SLIP_STACK_NAME: programs that share a stack name it */
 };
 
 void slip_config__defaults(struct slip_config *c);
@@ -62,6 +63,21 @@ void slip_stack__close(struct slip_stack *s);
  * AF_XDP sockets) into buf and makes those fds survive exec; attach, in the new image, takes the
  * stack over from that description. */
 int slip_stack__export(struct slip_stack *s, char *buf, size_t len);
+/* Opens a stack of our own in the group another stack on the same interfaces belongs to: spec
+ * is slip_stack__describe_group's, renumbered with our fds (share.c); the fds it names are
+ * ours to close (we keep what we use). Same result and errors as slip_stack__open. */
+int slip_stack__open_in_group(struct slip_stack **out, const struct slip_config *cfg, const char *spec, char *err,
+                              size_t errlen);
+/* What a program needs to open a stack of its own in s's group: "G,M;L,X,O,C,S0,S1...;..." (the
+ * group memory, then per interface the XDP link, its 3 maps and a socket per queue to share the
+ * UMEM with), into buf; the same fds, in order, into fds (at most max). Count of fds, or negative
+ * errno. */
+int slip_stack__describe_group(struct slip_stack *s, char *buf, size_t len, int *fds, int max);
+/* The stack's index in its group and its name (SLIP_STACK_NAME, may be empty). */
+unsigned slip_stack__index(const struct slip_stack *s);
+/* The listening socket that holds the stack's index (served like the stack's name), or -1. */
+int slip_stack__token_fd(const struct slip_stack *s);
+const char *slip_stack__name(const struct slip_stack *s);
 int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, size_t errlen);
 /* What is wrong with memfd as a stack's memory (size, seals, header, every region inside it),
  * or NULL: for memory handed over by another process, checked before anything in it is used. */

@@ -47,7 +47,7 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 10  /* 8: stack.kfd_refused; 9: tables sized at run time; 10: sleepers per process */
+#define SLIP_SHM_VERSION 11  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -63,6 +63,19 @@ struct stack_counters {
 #define SLIP_MAX_CONNS_DEFAULT 131072
 #define SLIP_MAX_UDP_DEFAULT   8192
 
+/* What the stacks of one group (one UMEM on a set of interfaces, one user) share besides the
+ * UMEM and its frame records: the group's frame pool behind each stack's cache, and a lock per
+ * queue for its fill and completion rings. It lives in the header of the group's first stack
+ * (index 0), whose memory every stack of the group maps. See docs/ARCHITECTURE.md. */
+struct slip_group {
+    struct slip_lock pool_lock;         /* the group pool (off_pool of the first stack) */
+    _Atomic uint32_t qlock[SLIP_MAX_IFACES][SLIP_MAX_QUEUES];   /* xsk_port__share_rings */
+    uint64_t refills, spills;           /* batches moved between the group pool and caches */
+    uint64_t starved;                   /* a refill found the group pool empty */
+};
+
+#define SLIP_STACK_NAME_MAX 32     /* = sizeof(slip_config.stack_name) */
+
 /* Head of the arena. Offsets locate every region. */
 struct slip_shm {
     uint64_t magic;
@@ -71,7 +84,13 @@ struct slip_shm {
     uint32_t frame_size;
     uint32_t headroom;
     struct slip_lock lock;
-    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip;
+    /* UMEM, group pool and frame records: in this memory for the group's first stack, in the
+     * group's (the second memfd) for the others (grouped). off_cache: this stack's frames. */
+    uint64_t off_umem, off_pool, off_meta, off_ctl, off_ip, off_cache;
+    uint32_t index;             /* the stack's index in its group: its sockets' XSKMAP slots */
+    uint32_t grouped;
+    char name[SLIP_STACK_NAME_MAX];     /* SLIP_STACK_NAME, or empty */
+    struct slip_group group;    /* the group's, when index 0 */
     struct slip_socktab_layout tabs;    /* the tables sized by SLIP_MAX_CONNS / SLIP_MAX_UDP */
     struct stack_counters c;
     slip_time_t last_poll;      /* when any process last ran the poll loop */
@@ -99,6 +118,10 @@ struct stack_iface {
 struct slip_stack {
     struct slip_config cfg;
     struct slip_arena arena;
+    struct slip_arena garena;   /* the group's first stack's memory (grouped stacks), else unmapped */
+    struct slip_group *group;
+    unsigned index;             /* shm->index, read once */
+    int token_fd;               /* the listening socket that holds the index (group.c), or -1 */
     struct slip_shm *shm;
     struct pkt_pool pool;
     struct xsk_umem_area *umem;
@@ -180,6 +203,26 @@ int tcp_res_claim(struct slip_stack *s, struct tcp_res *r);
 void tcp_res_release(struct slip_stack *s, struct tcp_res *r);
 bool tcp_res_done(struct slip_stack *s, unsigned i);
 void tcp_res_reap(struct slip_stack *s);
+
+/* group.c: the stacks of one UMEM. */
+struct group_in {
+    int memfd;                  /* the group's memory; -1 once the stack took it */
+    int steer[SLIP_MAX_IFACES][4];
+    int share[SLIP_MAX_IFACES][SLIP_MAX_QUEUES];
+    unsigned nifs, nq[SLIP_MAX_IFACES];
+    bool steer_taken[SLIP_MAX_IFACES];
+};
+int group_in_parse(struct group_in *g, const char *spec, const struct slip_config *cfg, char *err, size_t errlen);
+int group_in_map(struct slip_stack *s, struct group_in *g, char *err, size_t errlen);
+void group_in_taken(struct group_in *g, unsigned i);
+void group_in_done(struct group_in *g);
+const char *stack_layout_bad(const struct slip_shm *h, size_t size, size_t frames_size);
+void group_wire(struct slip_stack *s);
+void group_balance(struct slip_stack *s);
+void group_return_all(struct slip_stack *s);
+int group_token_bind(struct slip_stack *s, unsigned index);
+int group_claim_index(struct slip_stack *s, char *err, size_t errlen);
+void group_token_name(const struct slip_stack *s, unsigned index, char *buf, size_t len);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);

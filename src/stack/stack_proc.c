@@ -369,7 +369,8 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
     }
 }
 
-/* One line per process of the stack: "proc PID COMM slot=K tcp=N udp=N" (sockets it holds). */
+/* "stack IFS uid=U procs=N index=K name=NAME", then one line per process of the stack: "proc PID
+ * COMM slot=K tcp=N udp=N" (sockets it holds). */
 void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
 {
     struct stat st;
@@ -377,7 +378,8 @@ void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
     fprintf(f, "stack");
     for (unsigned i = 0; i < s->nifs; i++)
         fprintf(f, "%s%s", i ? "," : " ", s->ifs[i].name);
-    fprintf(f, " uid=%d procs=%u\n", (int)owner, procs_live(s));
+    fprintf(f, " uid=%d procs=%u index=%u name=%s\n", (int)owner, procs_live(s), s->index,
+            s->shm->name[0] && memchr(s->shm->name, 0, sizeof(s->shm->name)) ? s->shm->name : "-");
     stack_lock(s);
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
         int32_t pid = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);

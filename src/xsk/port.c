@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,9 @@ struct xsk_port {
      * (XDP_SHARED_UMEM on one queue), each with its own cached indices: reload them before
      * every use (the caller serialises users of one queue, see xsk_port.h). */
     bool shared_rings;
+    _Atomic uint32_t *qlock;        /* the queue's lock across stacks (xsk_port__share_rings) */
+    const pid_t *self;
+    uint32_t qlock_misses;          /* in a row: every 4096th looks whether the holder lives */
     /* Rings this process mapped by hand (adopted or joined ports; libxdp unmaps its own). The
      * mappings hold the socket open: destroy unmaps them so close() really releases it. */
     void *maps[4];
@@ -333,7 +337,52 @@ static int set_busy_poll(struct xsk_port *p, const struct xsk_port_config *cfg, 
 static void resync_cons(struct xsk_ring_cons *r);
 static void resync_prod(struct xsk_ring_prod *r);
 
+/* The queue's try-lock across stacks: true when taken (or when the port has none). */
+static bool qlock_take(struct xsk_port *p)
+{
+    if (!p->qlock)
+        return true;
+    uint32_t expect = 0, me = (uint32_t)*p->self;
+    if (atomic_compare_exchange_strong_explicit(p->qlock, &expect, me, memory_order_acquire, memory_order_relaxed)) {
+        p->qlock_misses = 0;
+        return true;
+    }
+    /* expect is the holder. A process killed while holding it would stop the queue for good. */
+    if ((++p->qlock_misses & 4095) == 0 && expect != me && !slip_sandbox__limited() && kill((pid_t)expect, 0) < 0 && errno == ESRCH &&
+        atomic_compare_exchange_strong_explicit(p->qlock, &expect, me, memory_order_acquire, memory_order_relaxed)) {
+        p->qlock_misses = 0;
+        return true;
+    }
+    return false;
+}
+
+static void qlock_drop(struct xsk_port *p)
+{
+    if (p->qlock)
+        atomic_store_explicit(p->qlock, 0, memory_order_release);
+}
+
+void xsk_port__share_rings(struct xsk_port *p, _Atomic uint32_t *lock, const pid_t *self)
+{
+    p->qlock = self ? lock : NULL;
+    p->self = self;
+    if (lock)
+        p->shared_rings = true;
+}
+
+static void port_refill_locked(struct xsk_port *p);
+
 static void port_refill(struct xsk_port *p)
+{
+    if (!qlock_take(p)) {
+        p->sw.fill_busy++;
+        return;
+    }
+    port_refill_locked(p);
+    qlock_drop(p);
+}
+
+static void port_refill_locked(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
     if (p->shared_rings)
@@ -580,21 +629,26 @@ void xsk_port__complete(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
     uint64_t addrs[256];
+    if (!qlock_take(p)) {
+        p->sw.comp_busy++;
+        return;
+    }
     if (p->shared_rings)
         resync_cons(p->comp);
     for (;;) {
         uint32_t idx;
         uint32_t n = xsk_ring_cons__peek(p->comp, SLIP_ARRAY_SIZE(addrs), &idx);
         if (!n)
-            return;
+            break;
         for (uint32_t i = 0; i < n; i++)
             addrs[i] = *xsk_ring_cons__comp_addr(p->comp, idx + i);
         xsk_ring_cons__release(p->comp, n);
         for (uint32_t i = 0; i < n; i++)
             xsk_frame_pool__put(pool, p->u->cfg.nframes, addrs[i]);
         if (n < SLIP_ARRAY_SIZE(addrs))
-            return;
+            break;
     }
+    qlock_drop(p);
 }
 
 /* Entries of a ring we produce into that the kernel has not taken yet. */

@@ -359,6 +359,41 @@ int steer__del(struct steer *s, const struct steer_key *k)
     return bpf_map_delete_elem(s->fd_owned, &key);
 }
 
+int steer__forget_stack(struct steer *s, uint32_t stack)
+{
+    return steer_map__forget_stack(s->fd_owned, stack);
+}
+
+int steer_map__forget_stack(int fd_owned, uint32_t stack)
+{
+    struct steer_key k, next, *prev = NULL;
+    struct steer_val v;
+    int n = 0;
+    /* Deleting the key just visited lets get_next_key restart from the top (it does not find
+     * prev), so the walk deletes behind itself: keys are collected first, then deleted. */
+    enum { BATCH = 256 };
+    struct steer_key *del = malloc(BATCH * sizeof(*del));
+    if (!del)
+        return -ENOMEM;
+    for (;;) {
+        int nd = 0;
+        prev = NULL;
+        while (nd < BATCH && bpf_map_get_next_key(fd_owned, prev, &next) == 0) {
+            k = next;
+            prev = &k;
+            if (bpf_map_lookup_elem(fd_owned, &k, &v) == 0 && v.stack == stack)
+                del[nd++] = k;
+        }
+        for (int i = 0; i < nd; i++)
+            if (bpf_map_delete_elem(fd_owned, &del[i]) == 0)
+                n++;
+        if (nd < BATCH)
+            break;
+    }
+    free(del);
+    return n;
+}
+
 int steer__counters(struct steer *s, uint64_t *out)
 {
     int ncpu = libbpf_num_possible_cpus();

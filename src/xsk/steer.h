@@ -34,6 +34,11 @@ int steer__set_xsk(struct steer *s, uint32_t stack, uint32_t queue_id, int xsk_f
 int steer__clear_xsk(struct steer *s, uint32_t stack, uint32_t queue_id);
 int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v);
 int steer__del(struct steer *s, const struct steer_key *k);
+/* Deletes every owned flow naming stack (a dead stack's, before its index is used again):
+ * how many, or negative errno. */
+int steer__forget_stack(struct steer *s, uint32_t stack);
+/* The same on an owned-flow map's fd (the unit tests' skeleton). */
+int steer_map__forget_stack(int fd_owned, uint32_t stack);
 /* Sums the per-CPU counters into out[STEER_C__MAX]. */
 int steer__counters(struct steer *s, uint64_t *out);
 /* Human-readable counter names, index by enum steer_counter. */

@@ -4,6 +4,9 @@
 #ifndef SLIP_XSK_PORT_H
 #define SLIP_XSK_PORT_H
 
+#include <stdatomic.h>
+#include <sys/types.h>
+
 #include "base/types.h"
 #include "xsk/frame_pool.h"
 
@@ -53,6 +56,7 @@ struct xsk_port_stats {
     uint64_t rx_packets, rx_bursts;     /* software */
     uint64_t tx_packets, tx_kicks, tx_kick_eagain, tx_kick_ebusy, tx_ring_full;
     uint64_t fill_pool_empty;           /* refill found the frame pool empty */
+    uint64_t fill_busy, comp_busy;      /* another stack held the queue's rings: left to it */
 };
 
 struct xsk_umem_area;
@@ -102,6 +106,13 @@ int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out);
 /* Reloads the rings' cached indices from the shared ones: call after another process that maps
  * the same rings (a fork child or parent) may have used them. */
 void xsk_port__resync(struct xsk_port *p);
+/* Several stacks on one queue share its fill and completion rings (XDP_SHARED_UMEM): lock names
+ * a word in memory they all map, taken with a try-lock around every refill and reap (a stack
+ * that finds it held leaves the work to the holder, and counts fill_busy/comp_busy). The
+ * indices are reloaded under it. NULL: this port's stack alone uses the rings. The lock word holds
+ * the holder's pid (*self, kept current across fork by the caller): a holder found dead is
+ * replaced, so a process killed inside the few instructions of a refill cannot stop the queue. */
+void xsk_port__share_rings(struct xsk_port *p, _Atomic uint32_t *lock, const pid_t *self);
 
 /* An exec'd image takes over a stack: the UMEM area over the same memory (already registered,
  * pool already in use) and each inherited, bound AF_XDP socket fd with its rings mapped again. */

@@ -1,9 +1,11 @@
-"""Two unrelated programs accelerated on the same interface at once (issue 4): the second
-`slipstream run` joins the stack the first opened (src/stack/share.c) instead of falling back to
-the kernel, the stack survives the exit of the program that opened it, and a third program joins
-through a survivor. Each server is a Python asyncio echo server driven by a kernel client."""
+"""Programs accelerated on the same interface at once (issues 4 and 13): each `slipstream run`
+gets a stack of its own, in the group (one UMEM) the first opened (src/stack/group.c, share.c),
+instead of falling back to the kernel; programs started with one name share one stack; a stack
+survives the death of the others; fd passing between programs of one stack. Each server is a
+Python asyncio echo server driven by a kernel client."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +34,34 @@ def echo_round(a, port, conns=20, msgs=20):
     return res
 
 
-def test_programs_share_one_stack_and_it_outlives_the_first(testbed, slip, tmp_path):
+def stat_stacks(b, slip, *opts):
+    """`slipstream stat` in host b: {index: (header fields, counters, proc lines, listeners)}."""
+    st = b.run([str(slip.exe), "stat", "--iface", "veth0", "--conns", *opts], timeout=30)
+    assert st.returncode == 0, st.stdout + st.stderr
+    stacks, cur = {}, None
+    for l in st.stdout.splitlines():
+        if l.startswith("stack "):
+            head = dict(f.split("=", 1) for f in l.split()[2:])
+            cur = stacks.setdefault(int(head["index"]), (head, {}, [], []))
+        elif cur is None or not l.strip():
+            continue
+        elif l.startswith("proc "):
+            cur[2].append(l.split())
+        elif l.startswith("tcpconn"):
+            if " LISTEN " in l:
+                cur[3].append(l)
+        else:
+            k, v = l.split()[:2]
+            cur[1][k] = v
+    print("slipstream stat:", {i: (h, c.get("procs.live"), c.get("tcp.conns"), ls) for i, (h, c, p, ls) in stacks.items()})
+    return stacks
+
+
+def test_unrelated_programs_get_stacks_of_their_own(testbed, slip, tmp_path):
+    """Two programs started with `slipstream run` on one interface: a stack each (one UMEM: the
+    second opened its stack in the group of the first), `slipstream stat` lists both, kill -9 of
+    the first leaves the second serving, accelerated, and a newcomer opens its stack through the
+    survivor."""
     a, b = testbed.host("a"), testbed.host("b")
     logs = [str(tmp_path / f"s{i}.log") for i in range(3)]
     s1 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7201"]), logs[0])
@@ -48,32 +77,38 @@ def test_programs_share_one_stack_and_it_outlives_the_first(testbed, slip, tmp_p
     for lg in logs[:2]:
         assert_accelerated_log(read(lg))
 
-    # `slipstream stat` joins the running stack and prints it: both programs and both listeners.
-    st = b.run([str(slip.exe), "stat", "--iface", "veth0", "--conns"], timeout=30)
-    assert st.returncode == 0, st.stderr
-    counters = dict(l.split()[:2] for l in st.stdout.splitlines() if not l.startswith("tcpconn"))
-    listeners = [l for l in st.stdout.splitlines() if l.startswith("tcpconn") and " LISTEN " in l]
-    print(f"slipstream stat: procs.live {counters.get('procs.live')}, tcp.conns {counters.get('tcp.conns')}, "
-          f"listeners {listeners}")
-    assert counters.get("procs.live") == "2", st.stdout
-    # ... and lists the two processes, each holding its listener (at least).
-    procs = [l.split() for l in st.stdout.splitlines() if l.startswith("proc ")]
-    assert len(procs) == 2 and all(p[2].startswith("python") for p in procs), st.stdout
-    assert all(int(p[4].split("=")[1]) >= 1 for p in procs), st.stdout
-    assert any(l.startswith("stack veth0 uid=0 procs=2") for l in st.stdout.splitlines()), st.stdout
-    assert any(":7201 " in l for l in listeners) and any(":7202 " in l for l in listeners), st.stdout
-    assert int(counters["tcp.segs_in"]) > 0, st.stdout
+    # Two stacks, one program each, each holding its own listener and nobody else's.
+    stacks = stat_stacks(b, slip)
+    assert sorted(stacks) == [0, 1], stacks
+    for i, port in ((0, 7201), (1, 7202)):
+        head, c, procs, listeners = stacks[i]
+        assert head["uid"] == "0" and head["procs"] == "1" and head["name"].startswith("run-"), head
+        assert c.get("procs.live") == "1" and int(c["tcp.segs_in"]) > 0, c
+        assert len(procs) == 1 and procs[0][2].startswith("python"), procs
+        assert len(listeners) == 1 and f":{port} " in listeners[0], listeners
+        assert c.get("group.stack") == str(i), c
 
-    # The program that opened the stack goes away; the other keeps serving on it, accelerated.
-    assert stop(s1) is not None
+    # kill -9 of the program whose stack's memory is the group's: the other keeps serving on its
+    # own stack, accelerated, every byte echoed intact.
+    os.killpg(s1.pid, signal.SIGKILL)
+    s1.wait(timeout=10)
     proof = Proof(b).start(peer=a)
     time.sleep(0.3)
     proof.note_xdp()
     echo_round(a, 7202)
     proof.check()
+    # The dead stack's guardian gave its frames back to the group: once the survivor is idle,
+    # every frame of the UMEM is free (its cache and the group's pool) or posted to the fill ring.
+    deadline = time.monotonic() + 10
+    while True:
+        c = stat_stacks(b, slip)[1][1]
+        if int(c["pool.free"]) + int(c["pool.fill_posted"]) == int(c["pool.frames"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert int(c["pool.free"]) + int(c["pool.fill_posted"]) == int(c["pool.frames"]), c
+    assert int(c["group.refills"]) > 0, c
 
-    # A newcomer joins through the survivor (which took over the rendezvous name).
-    time.sleep(1.0)
+    # A newcomer opens its stack in the group through the survivor.
     s3 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7203"]), logs[2])
     wait_listening(b, 7203, proc=s3, log=logs[2])
     proof = Proof(b).start(peer=a)
@@ -83,6 +118,42 @@ def test_programs_share_one_stack_and_it_outlives_the_first(testbed, slip, tmp_p
     echo_round(a, 7202)
     proof.check()
     assert_accelerated_log(read(logs[2]))
+    stacks = stat_stacks(b, slip)
+    assert 1 in stacks and len(stacks) == 2 and 0 not in stacks, stacks
+    stop(s2)
+    stop(s3)
+
+
+def test_programs_with_one_name_share_one_stack(testbed, slip, tmp_path):
+    """`slipstream run --name web` twice: one stack with both programs (SLIP_STACK_NAME, as
+    Onload's EF_NAME); a third program without the name gets its own; the named stack outlives
+    the program that opened it."""
+    a, b = testbed.host("a"), testbed.host("b")
+    logs = [str(tmp_path / f"s{i}.log") for i in range(3)]
+    s1 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7206"], "--name", "web"), logs[0])
+    wait_listening(b, 7206, proc=s1, log=logs[0])
+    s2 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7207"], "--name", "web"), logs[1])
+    wait_listening(b, 7207, proc=s2, log=logs[1])
+    s3 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7208"]), logs[2])
+    wait_listening(b, 7208, proc=s3, log=logs[2])
+    proof = Proof(b).start(peer=a)
+    time.sleep(0.3)
+    proof.note_xdp()
+    for port in (7206, 7207, 7208):
+        echo_round(a, port, conns=5, msgs=5)
+    proof.check()
+    stacks = stat_stacks(b, slip)
+    named = [v for v in stacks.values() if v[0]["name"] == "web"]
+    other = [v for v in stacks.values() if v[0]["name"].startswith("run-")]
+    assert len(stacks) == 2 and len(named) == 1 and len(other) == 1, stacks
+    assert named[0][0]["procs"] == "2" and len(named[0][2]) == 2, named
+    assert sorted(l.split()[3].rsplit(":", 1)[1] for l in named[0][3]) == ["7206", "7207"], named
+    assert other[0][0]["procs"] == "1" and len(other[0][3]) == 1 and ":7208 " in other[0][3][0], other
+    assert stop(s1) is not None
+    echo_round(a, 7207, conns=5, msgs=5)
+    stacks = stat_stacks(b, slip)
+    named = [v for v in stacks.values() if v[0]["name"] == "web"]
+    assert len(named) == 1 and named[0][0]["procs"] == "1", stacks
     stop(s2)
     stop(s3)
 
@@ -108,14 +179,16 @@ def test_sharing_off_falls_back_with_one_warning(testbed, slip, tmp_path):
 def test_fd_passing_between_programs(testbed, slip, tmp_path, how):
     """An acceptor hands each accepted connection to a separate worker program over a UNIX socket
     (sendmsg, or every other one with sendmmsg) and closes its own fd at once; the worker serves
-    it, accelerated, on the shared stack."""
+    it, accelerated, on the stack both programs share by name (a program can hold the sockets of
+    one stack: see docs/ARCHITECTURE.md on fd passing between stacks)."""
     a, b = testbed.host("a"), testbed.host("b")
     path = str(tmp_path / "pass.sock")
     app = os.path.join(APPS, "fd_pass.py")
     n = 20
-    w = b.popen(slip([PY, app, "worker", path, str(n)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = b.popen(slip([PY, app, "worker", path, str(n)], "--name", "fdpass"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
-    acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n), *(["--sendmmsg"] if how == "sendmmsg" else [])]),
+    acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n), *(["--sendmmsg"] if how == "sendmmsg" else [])],
+                       "--name", "fdpass"),
                   stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
     assert acc.stdout.readline().startswith("ready")

@@ -58,5 +58,6 @@ int cmd_guard(int argc, char **argv)
     slip_env__get(SLIP_ENV_EXIT_LINGER_MS, &linger, err, sizeof(err));
     /* argv: guard OPENER_PID [SHARING_NAME] */
     slip_guard__run(s, (int)linger, argc > 2 ? argv[2] : NULL);
+    slip_stack__close(s);               /* gives the stack's frames back to its group */
     return 0;
 }

@@ -119,15 +119,18 @@ static int find_library(char *out, size_t len)
  * options explained too. */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] -- CMD [ARGS...]\n");
-    if (f == stdout)
-        fprintf(f, "  --block  also the block path: O_DIRECT file and block-device I/O through io_uring (SLIP_BLOCK=1)\n");
+    fprintf(f, "usage: slipstream run [--iface IF]... [--profile latency|throughput|safe] [--strict] [--block] [--name NAME] -- CMD [ARGS...]\n");
+    if (f == stdout) {
+        fprintf(f, "  --block      also the block path: O_DIRECT file and block-device I/O through io_uring (SLIP_BLOCK=1)\n");
+        fprintf(f, "  --name NAME  share one stack with the programs started with the same name (SLIP_STACK_NAME);\n"
+                   "               without it the program (all its processes) gets a stack of its own, named run-PID\n");
+    }
 }
 
 int cmd_run(int argc, char **argv)
 {
     char ifaces[256] = "";
-    const char *profile = NULL;
+    const char *profile = NULL, *name = NULL;
     bool strict = false, block = false;
     int i = 1;
     for (; i < argc; i++) {
@@ -149,6 +152,16 @@ int cmd_run(int argc, char **argv)
             strict = true;
         } else if (!strcmp(a, "--block")) {
             block = true;
+        } else if (!strcmp(a, "--name") && i + 1 < argc) {
+            name = argv[++i];
+            size_t n = strlen(name), ok = n > 0 && n < 32;
+            for (size_t k = 0; ok && k < n; k++)
+                ok = (name[k] >= 'a' && name[k] <= 'z') || (name[k] >= 'A' && name[k] <= 'Z') ||
+                     (name[k] >= '0' && name[k] <= '9') || name[k] == '.' || name[k] == '_' || name[k] == '-';
+            if (!ok) {
+                fprintf(stderr, "slipstream run: --name %s: want 1 to 31 characters of A-Z a-z 0-9 . _ -\n", name);
+                return 2;
+            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -224,6 +237,15 @@ int cmd_run(int argc, char **argv)
         setenv("SLIP_STRICT", "1", 1);
     if (block)
         setenv("SLIP_BLOCK", "1", 1);
+    /* One stack per program: its processes find it by a name of its own even when they fork
+     * before the first of them opens it (a prefork server), unless the user named it. */
+    char own[32];
+    if (!name && !slip_env__text(SLIP_ENV_STACK_NAME)) {
+        snprintf(own, sizeof(own), "run-%d", (int)getpid());
+        name = own;
+    }
+    if (name)
+        setenv("SLIP_STACK_NAME", name, 1);
     if (profile && !strcmp(profile, "latency") && !slip_env__text(SLIP_ENV_SPIN_USEC))
         setenv("SLIP_SPIN_USEC", "100000", 1);
     if (profile && !strcmp(profile, "safe") && !slip_env__text(SLIP_ENV_SPIN_USEC))

@@ -1,7 +1,8 @@
 /* `slipstream stat [--iface IF]... [--conns]` (or `--block`: the block engine's counters): the
- * counters, the processes (and with --conns the TCP connections) of the stack that programs run
- * with `slipstream run` share on these interfaces, read live. It joins the stack the way a second program does (src/stack/share.c), prints, and
- * leaves; run it in the network namespace of the programs. */
+ * processes, counters (and with --conns the TCP connections) of every stack that programs run
+ * with `slipstream run` have on these interfaces, read live. It joins each stack the way a
+ * program started with its SLIP_STACK_NAME does (src/stack/share.c), prints, and leaves; run it
+ * in the network namespace of the programs. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -95,24 +96,38 @@ int cmd_stat(int argc, char **argv)
         fprintf(stderr, "slipstream stat: no interface (give --iface)\n");
         return 2;
     }
-    char name[108], err[256] = "";
-    slip_share__name(name, sizeof(name), ifs, n);
-    struct slip_stack *s = NULL;
-    int rc = slip_share__join(&s, name, err, sizeof(err));
-    if (rc == -ENOENT) {
+    /* Every stack on these interfaces: each holds "<group name>/s<index>" (src/stack/group.c)
+     * and serves itself there. */
+    char group[108], name[128], err[256] = "";
+    slip_share__name(group, sizeof(group), ifs, n);
+    int found = 0, failed = 0;
+    for (unsigned k = 0; k < 16; k++) {
+        snprintf(name, sizeof(name), "%s/s%u", group, k);
+        struct slip_stack *s = NULL;
+        err[0] = 0;
+        int rc = slip_share__join(&s, name, err, sizeof(err));
+        if (rc == -ENOENT)
+            continue;
+        if (rc < 0) {
+            fprintf(stderr, "slipstream stat: cannot join stack %u: %s\n", k, err[0] ? err : strerror(-rc));
+            failed++;
+            continue;
+        }
+        /* Give back the process slot it was handed first: procs.live then counts the programs. */
+        slip_stack__exit(s, 0, NULL);
+        if (found++)
+            printf("\n");
+        slip_stack__dump_procs(s, stdout);
+        slip_stack__dump(s, stdout);
+        if (conns)
+            slip_tcp__dump(s, stdout);
+    }
+    if (!found && !failed) {
         fprintf(stderr, "slipstream stat: no running stack on %s%s in this network namespace\n", ifs[0],
                 n > 1 ? " (and the others given)" : "");
         return 1;
     }
-    if (rc < 0) {
-        fprintf(stderr, "slipstream stat: cannot join the stack: %s\n", err[0] ? err : strerror(-rc));
+    if (failed)
         return 1;
-    }
-    /* Give back the process slot it was handed first: procs.live then counts the programs. */
-    slip_stack__exit(s, 0, NULL);
-    slip_stack__dump(s, stdout);
-    slip_stack__dump_procs(s, stdout);
-    if (conns)
-        slip_tcp__dump(s, stdout);
     return 0;
 }

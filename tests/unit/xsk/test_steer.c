@@ -17,6 +17,7 @@
 #include "tests/unit/check.h"
 #include "bpf/steer.h"
 #include "bpf/steer.skel.h"
+#include "xsk/steer.h"
 
 static struct slip_steer *skel;
 
@@ -636,6 +637,31 @@ static void build_icmp_error(struct frame *f, uint8_t type, uint8_t code, uint8_
     put16(in + 20, lport);
     put16(in + 22, rport);
     build_ip(f, &s, msg, 8 + 20 + quoted_l4);
+}
+
+/* A stack joining a group takes the index of a dead one: the flows the dead one left go first
+ * (more than one batch of the walk), and nobody else's. */
+TEST(test_forget_stack_deletes_only_that_stacks_flows)
+{
+    enum { N = 300 };
+    for (unsigned i = 0; i < N; i++) {
+        own_by(key(IPPROTO_TCP, NULL, NULL, (uint16_t)(20000 + i), 0), 5);
+        if (i % 10 == 0)
+            own_by(key(IPPROTO_TCP, NULL, NULL, (uint16_t)(30000 + i), 0), 2);
+    }
+    CHECK(steer_map__forget_stack(bpf_map__fd(skel->maps.slip_owned), 5), ==, N);
+    struct steer_val v;
+    for (unsigned i = 0; i < N; i++) {
+        struct steer_key k5 = key(IPPROTO_TCP, NULL, NULL, (uint16_t)(20000 + i), 0);
+        CHECK(bpf_map__lookup_elem(skel->maps.slip_owned, &k5, sizeof(k5), &v, sizeof(v), 0), !=, 0);
+        if (i % 10 == 0) {
+            struct steer_key k2 = key(IPPROTO_TCP, NULL, NULL, (uint16_t)(30000 + i), 0);
+            CHECK(bpf_map__lookup_elem(skel->maps.slip_owned, &k2, sizeof(k2), &v, sizeof(v), 0), ==, 0);
+            CHECK(v.stack, ==, 2);
+            disown(k2);
+        }
+    }
+    CHECK(steer_map__forget_stack(bpf_map__fd(skel->maps.slip_owned), 5), ==, 0);
 }
 
 TEST(test_icmp_port_unreachable_owned)
