@@ -40,6 +40,8 @@ struct blk_stats {
     uint64_t aio_submitted, aio_completed;      /* of which through libaio contexts */
     uint64_t probes_kernel_ns, probes_engine_ns; /* step-aside probe totals */
     uint64_t passed[BLK_PASS_COUNT];
+    uint64_t fixed_file_ops;            /* operations on a registered file */
+    uint64_t bounced_ops;               /* operations through a ring's registered bounce buffer */
 };
 
 struct blk_config {
@@ -48,6 +50,8 @@ struct blk_config {
     int sq_cpu;             /* -1: not pinned */
     int spin_usec;
     bool probe;             /* measure per device and step aside where the kernel is faster */
+    bool fixed_files;       /* register the files a thread's ring serves (no fget/fput per request) */
+    bool bounce;            /* copy through a registered buffer of the ring (no page pinning per request) */
 };
 
 /* Once per process, before any other call. */
@@ -66,10 +70,30 @@ void blk__stats_unlink(void);
 
 enum blk_op { BLK_OP_READ, BLK_OP_WRITE };
 
+/* This process's pid, kept without a syscall per call (blk__atfork_child forgets it). */
+pid_t blk__pid(void);
+
+/* What the POSIX layer knows of an fd it gives the engine: gen changes whenever the fd number is
+ * opened anew (a ring's registered-file slot is reused only for the same gen); mem_align is the
+ * O_DIRECT buffer alignment the kernel demands for it (statx's dio_mem_align; 0: unknown, then
+ * no bounce buffer, since a bounce would hide the kernel's EINVAL for a misaligned buffer). */
+struct blk_file {
+    int fd;
+    uint32_t gen;
+    uint32_t mem_align;
+};
+
 /* Synchronous read/write on this thread's ring at offset off (>= 0: io_uring's -1 does not keep
  * the file offset as read(2) does, see src/preload/file.c). rw_flags are
  * preadv2's RWF_*. The result as the kernel's call would give it: bytes, or -errno. */
 ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t off, int rw_flags);
+/* The same for an fd the POSIX layer described: a registered file (when gen != 0 and the fd
+ * number fits the ring's table) and the ring's registered bounce buffer where allowed. */
+ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iovec *iov, int n, int64_t off,
+                     int rw_flags);
+/* fd is being closed (or stops being the engine's): every ring of this process drops its
+ * registered file, so the kernel's close really lets the file go. */
+void blk__file_forget(int fd);
 
 /* Step-aside decision for the device behind fd (st_dev of a file, st_rdev of a block device):
  * BLK_ROUTE_KERNEL when probing showed the kernel's own call to be as fast (inline devices). */

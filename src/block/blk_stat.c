@@ -2,8 +2,15 @@
  * reads) and the per-device step-aside probe: the first BLK_PROBE_OPS operations on a device
  * alternate between the kernel's own call and the engine, timed; when the engine is not clearly
  * faster (a device that completes inline, such as zram, where the submission thread's hand-off
- * only adds latency) the device's I/O goes to the kernel from then on. */
+ * only adds latency) the device's I/O goes to the kernel from then on. A device known to be
+ * bio-based (its disk has no blk-mq queue in sysfs: zram, brd, pmem) is given to the kernel
+ * before any probe: such a driver does the work in the submitting thread (zram compresses and
+ * copies right there), so the kernel's pread is already done when it returns, while io_uring,
+ * which submits without blocking, has to hand each request to a worker thread (no NOWAIT
+ * support) and comes back tens of microseconds later: the probe would only lose 64 such calls,
+ * and libaio, which never probes, would lose them all. */
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <stdio.h>
@@ -43,7 +50,7 @@ static int cmp_u32(const void *a, const void *b)
 struct blk_stats *blk__stats(void)
 {
     struct blk_stats *s = __atomic_load_n(&g_stats, __ATOMIC_ACQUIRE);
-    pid_t pid = getpid();
+    pid_t pid = blk__pid();
     if (__builtin_expect(s && g_stats_pid == pid, 1))
         return s;
     pthread_mutex_lock(&g_stats_lock);
@@ -86,6 +93,28 @@ void blk__count_pass(enum blk_pass why)
         __atomic_fetch_add(&blk__stats()->passed[why], 1, __ATOMIC_RELAXED);
 }
 
+/* Whether the disk behind dev (a whole disk or a partition) is known to be bio-based: its sysfs
+ * node is there and neither it nor its parent disk has the mq directory of a blk-mq queue. A
+ * device sysfs does not show (a file system's anonymous device, no /sys) is not known. */
+static bool dev_bio_based(uint64_t dev)
+{
+    char p[PATH_MAX];
+    unsigned ma = major((dev_t)dev), mi = minor((dev_t)dev);
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u", ma, mi);
+    if (access(p, F_OK) != 0)
+        return false;
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/mq", ma, mi);
+    if (access(p, F_OK) == 0)
+        return false;
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/partition", ma, mi);
+    if (access(p, F_OK) == 0) {
+        snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/../mq", ma, mi);
+        if (access(p, F_OK) == 0)
+            return false;
+    }
+    return true;
+}
+
 static struct probe_dev *dev_find(uint64_t dev, bool add)
 {
     struct probe_dev *free_slot = NULL;
@@ -101,6 +130,11 @@ static struct probe_dev *dev_find(uint64_t dev, bool add)
     free_slot->dev = dev;
     free_slot->route = -1;
     free_slot->used = true;
+    if (dev_bio_based(dev)) {
+        free_slot->route = BLK_ROUTE_KERNEL;
+        slip_info("block: device %u:%u is bio-based (completes in the submitting thread): the kernel's own calls",
+                  major((dev_t)dev), minor((dev_t)dev));
+    }
     return free_slot;
 }
 
@@ -180,6 +214,8 @@ void blk__stats_print(const struct blk_stats *s, FILE *f)
             (unsigned long long)s->polled, (unsigned long long)s->slept, (unsigned long long)s->sq_wakeups,
             (unsigned long long)s->rings, (int)s->sqpoll, (unsigned long long)s->aio_submitted,
             (unsigned long long)s->aio_completed);
+    fprintf(f, "block pid %d: fixed_file_ops %llu bounced_ops %llu\n", (int)s->pid,
+            (unsigned long long)s->fixed_file_ops, (unsigned long long)s->bounced_ops);
     fprintf(f, "block pid %d: passed to the kernel:", (int)s->pid);
     for (int i = 0; i < BLK_PASS_COUNT; i++)
         fprintf(f, " %s %llu", why[i], (unsigned long long)s->passed[i]);

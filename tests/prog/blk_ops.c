@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -250,6 +251,16 @@ static void common_steps(int fd, bool dev)
     step("offset.dup", lseek(d, 0, SEEK_CUR));
     step("close.dup", close(d));
     step("pread.closed", pread(d, buf, BS, 0));
+    /* close lets the open file go (the engine's registered-file slot must not keep it): its
+     * flock lock ends, so another open file can take the lock at once. */
+    int l = open(path, O_RDWR | O_DIRECT);
+    step("flock.open", l >= 0);
+    step("flock.lock", flock(l, LOCK_EX));
+    step_data("flock.pread", pread(l, buf, BS, 0), buf);
+    step("flock.close", close(l));
+    int l2 = open(path, O_RDWR);
+    step("flock.after_close", flock(l2, LOCK_EX | LOCK_NB));
+    close(l2);
     int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 100);
     step("fdupfd", d2 >= 100);
     step_data("pread.fdupfd", pread(d2, buf, BS, 0), buf);
