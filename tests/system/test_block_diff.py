@@ -187,3 +187,60 @@ def test_zram_steps_aside(blk_ops, lib):
     submitted, aio, passed = (int(x) for x in m.groups())
     assert submitted == 0 and aio == 0, f"the engine served zram requests:\n{s_err}"
     assert passed > 0, f"nothing was counted as given to the kernel:\n{s_err}"
+
+
+def _run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr.strip()}"
+    return r.stdout
+
+
+def test_device_eio_same_as_kernel(blk_ops, lib, tmp_path):
+    """A device that fails requests: an ext2 file system on a loop device of our own, two files
+    written, then the device shrunk below their blocks (the backing file truncated, `losetup -c`).
+    Every request for those blocks then fails in the block layer (beyond the end of the device)
+    with EIO: pread, pwrite, preadv, pwritev2, libaio's events must give the kernel's EIO under the
+    engine too. (No device-mapper, fault injection, null_blk or ublk in this kernel: this is the
+    way it has to a device error.) The mount and the loop device go at the end, also on failure."""
+    _need_root()
+    for tool in ("losetup", "mkfs.ext2", "filefrag"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool}")
+    img, mnt = tmp_path / "eio.img", tmp_path / "mnt"
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    _run(["mkfs.ext2", "-q", "-F", "-b", "4096", str(img)])
+    dev = _losetup(img)
+    mounted = False
+    try:
+        mnt.mkdir()
+        r = subprocess.run(["mount", "-o", "noatime", dev, str(mnt)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount ext2 on {dev}: {r.stderr.strip()}")
+        mounted = True
+        starts = []
+        for who in ("kernel", "shim"):
+            p = mnt / f"{who}.dat"
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.write(fd, os.urandom(64 << 10))
+            os.fsync(fd)
+            os.close(fd)
+            ext = re.search(r"^\s*0:\s+\d+\.\.\s*\d+:\s+(\d+)\.\.", _run(["filefrag", "-v", str(p)]), re.M)
+            assert ext, f"no extent for {p}"
+            starts.append(int(ext.group(1)))
+        # Everything the file system needs (superblock, bitmaps, inode table) lies before the
+        # first data block of a fresh ext2 of one block group; the two files start after it.
+        first = min(starts)
+        assert first > 16, starts
+        os.truncate(img, first * 4096)
+        _run(["losetup", "-c", dev])
+        k_out, k_err = run_ops(blk_ops, "eio", str(mnt / "kernel.dat"))
+        s_out, s_err = run_ops(blk_ops, "eio", str(mnt / "shim.dat"), lib, mode="engine")
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], check=False)
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert "EIO" in k_out and "-5" in k_out, f"the device did not fail as planned:\n{k_out}"
+    compare(k_out, s_out)
+    m = re.search(r"engine: submitted (\d+) completed \d+ aio (\d+)", s_err)
+    assert m and int(m.group(1)) >= 5 and int(m.group(2)) >= 2, f"the engine did not take the requests:\n{s_err}"
