@@ -69,7 +69,7 @@
     X(BLOCK_SPIN_USEC, DURATION, POSIX, .min = 0, .max = 1000000, .unit = "us", .def = "0", \
       .doc = "how long a block-path call spins on its completion queue in user space before it sleeps in io_uring_enter (0 without SQPOLL: submit and wait in one io_uring_enter)") \
     X(BLOCK_PROBE, BOOL, POSIX, .def = "1", \
-      .doc = "1: the first 128 block-path calls on each device alternate between the kernel's own call and the engine, timed, and the device stays with the kernel when the engine is not 5 % faster (zram and other devices that complete inline)") \
+      .doc = "1: a bio-based device (zram, no blk-mq queue in sysfs: it completes in the submitting thread) stays with the kernel from the first call; on any other device the first 128 block-path calls alternate between the kernel's own call and the engine, timed, and the device stays with the kernel when the engine is not 5 % faster") \
     X(BLOCK_FIXED_FILES, BOOL, POSIX, .def = "1", \
       .doc = "1: each thread's block-path ring registers the files it serves (io_uring fixed files: no file lookup per request; a close unregisters them first)") \
     X(BLOCK_BOUNCE, BOOL, POSIX, .def = "0", \
