@@ -42,6 +42,8 @@ struct blk_stats {
     uint64_t passed[BLK_PASS_COUNT];
     uint64_t fixed_file_ops;            /* operations on a registered file */
     uint64_t bounced_ops;               /* operations through a ring's registered bounce buffer */
+    uint64_t iopoll_ops;                /* operations on a polled ring (IOPOLL) */
+    uint64_t iopoll_refused;            /* devices whose files refused polling (EOPNOTSUPP): back to interrupts */
 };
 
 struct blk_config {
@@ -52,6 +54,7 @@ struct blk_config {
     bool probe;             /* measure per device and step aside where the kernel is faster */
     bool fixed_files;       /* register the files a thread's ring serves (no fget/fput per request) */
     bool bounce;            /* copy through a registered buffer of the ring (no page pinning per request) */
+    int iopoll;             /* 0: never; 1: devices whose queue polls (sysfs io_poll); 2: every device */
 };
 
 /* Once per process, before any other call. */
@@ -81,6 +84,8 @@ struct blk_file {
     int fd;
     uint32_t gen;
     uint32_t mem_align;
+    bool iopoll;            /* on this thread's polled ring (IORING_SETUP_IOPOLL); -EOPNOTSUPP back
+                             * when the file cannot be polled (nothing was done: retry without) */
 };
 
 /* Synchronous read/write on this thread's ring at offset off (>= 0: io_uring's -1 does not keep
@@ -99,6 +104,10 @@ void blk__file_forget(int fd);
  * BLK_ROUTE_KERNEL when probing showed the kernel's own call to be as fast (inline devices). */
 enum blk_route { BLK_ROUTE_PROBE_KERNEL, BLK_ROUTE_PROBE_ENGINE, BLK_ROUTE_ENGINE, BLK_ROUTE_KERNEL };
 enum blk_route blk__route(uint64_t dev);
+/* Whether requests on dev go to a polled ring (SLIP_BLOCK_IOPOLL; the device's queue/io_poll in
+ * sysfs), and marking a device whose files refused polling. */
+bool blk__dev_iopoll(uint64_t dev);
+void blk__dev_iopoll_off(uint64_t dev);
 /* One probe sample of ns nanoseconds taken by the given route. */
 void blk__probe_note(uint64_t dev, enum blk_route how, uint64_t ns);
 

@@ -33,6 +33,7 @@ struct blk_ring {
     unsigned queued;            /* SQEs filled, not yet published */
     unsigned inflight;          /* published, not yet reaped */
     bool sync;                  /* a thread's ring for blocking calls (that thread waits itself) */
+    bool iopoll;                /* IORING_SETUP_IOPOLL: completions are polled for by io_uring_enter */
     unsigned nfiles;            /* registered-file table size (slot = fd number); 0: none */
     uint32_t *fgen;             /* per slot: the blk_file gen registered there, 0 when empty */
     void *bounce;               /* registered buffer 0 (BLK_BOUNCE_LEN bytes), or NULL */
@@ -43,16 +44,16 @@ struct blk_ring {
 #define BLK_BOUNCE_LEN (128u << 10)     /* the bounce buffer of a thread's ring */
 
 static struct blk_config g_cfg = { .sqpoll = false, .sq_idle_ms = 2, .sq_cpu = -1, .spin_usec = 0, .probe = true,
-                                   .fixed_files = true, .bounce = false };
+                                   .fixed_files = true, .bounce = false, .iopoll = 1 };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blk_ring *g_rings;
 static int g_group_fd = -1;     /* the SQPOLL ring others attach to */
 static bool g_no_uring;         /* io_uring_setup failed for good: everything passes through */
-static __thread struct blk_ring *t_ring;
+static __thread struct blk_ring *t_ring, *t_pring;     /* a thread's ring, its polled ring */
 static uint64_t g_fd_mask;      /* bit fd % 64 set for every ring fd: close() looks only then */
 static uint64_t g_reg_mask;     /* bit fd % 64 set for every fd some ring registered */
 static pid_t g_pid;             /* 0 until asked; a fork child starts again at 0 */
-static pthread_key_t g_key;
+static pthread_key_t g_key, g_pkey;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 void blk__configure(const struct blk_config *cfg)
@@ -117,7 +118,7 @@ static void ring_unmap(struct blk_ring *r)
 
 /* Makes a ring of at least n entries: SQPOLL when configured and allowed (attached to the
  * process's first SQPOLL ring), else an ordinary one. */
-static int ring_setup(struct blk_ring *r, unsigned n)
+static int ring_setup(struct blk_ring *r, unsigned n, bool iopoll)
 {
     struct io_uring_params p;
     int fd = -1;
@@ -125,7 +126,9 @@ static int ring_setup(struct blk_ring *r, unsigned n)
     r->fd = -1;
     for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
         memset(&p, 0, sizeof(p));
-        bool sq = g_cfg.sqpoll && attempt < 2;
+        bool sq = g_cfg.sqpoll && attempt < 2 && !iopoll;
+        if (iopoll)
+            p.flags |= IORING_SETUP_IOPOLL;
         if (sq) {
             p.flags |= IORING_SETUP_SQPOLL;
             p.sq_thread_idle = (unsigned)g_cfg.sq_idle_ms;
@@ -144,6 +147,7 @@ static int ring_setup(struct blk_ring *r, unsigned n)
         if (rc >= 0) {
             fd = (int)rc;
             r->sqpoll = sq;
+            r->iopoll = iopoll;
         } else if (errno == ENOSYS) {
             return -ENOSYS;
         }
@@ -228,12 +232,12 @@ static void list_del(struct blk_ring *r)
     pthread_mutex_unlock(&g_lock);
 }
 
-int blk_ring__new(struct blk_ring **out, unsigned n)
+static int ring_new(struct blk_ring **out, unsigned n, bool iopoll)
 {
     struct blk_ring *r = malloc(sizeof(*r));
     if (!r)
         return -ENOMEM;
-    int rc = ring_setup(r, n);
+    int rc = ring_setup(r, n, iopoll);
     if (rc < 0) {
         free(r);
         return rc;
@@ -241,6 +245,11 @@ int blk_ring__new(struct blk_ring **out, unsigned n)
     list_add(r);
     *out = r;
     return 0;
+}
+
+int blk_ring__new(struct blk_ring **out, unsigned n)
+{
+    return ring_new(out, n, false);
 }
 
 /* A thread's ring: the sparse registered-file table and the bounce buffer, each only when
@@ -431,18 +440,22 @@ static void thread_ring_free(void *p)
 static void key_make(void)
 {
     pthread_key_create(&g_key, thread_ring_free);
+    pthread_key_create(&g_pkey, thread_ring_free);
 }
 
-/* This thread's ring, made on first use (and again in a fork child: the parent's is not ours). */
-static struct blk_ring *thread_ring(void)
+/* This thread's ring (or its polled ring), made on first use (and again in a fork child: the
+ * parent's is not ours). */
+static struct blk_ring *thread_ring(bool iopoll)
 {
-    struct blk_ring *r = t_ring;
+    struct blk_ring *r = iopoll ? t_pring : t_ring;
     if (__builtin_expect(r && r->pid == blk__pid(), 1))
         return r;
     if (g_no_uring)
         return NULL;
     pthread_once(&g_key_once, key_make);
-    int rc = blk_ring__new(&r, 8);
+    int rc = ring_new(&r, 8, iopoll);
+    if (rc < 0 && iopoll)
+        return NULL;            /* the caller uses the ordinary ring */
     if (rc < 0) {
         if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP) {
             g_no_uring = true;
@@ -452,8 +465,13 @@ static struct blk_ring *thread_ring(void)
     }
     r->sync = true;
     ring_register_extras(r);
-    t_ring = r;
-    pthread_setspecific(g_key, r);
+    if (iopoll) {
+        t_pring = r;
+        pthread_setspecific(g_pkey, r);
+    } else {
+        t_ring = r;
+        pthread_setspecific(g_key, r);
+    }
     return r;
 }
 
@@ -500,7 +518,11 @@ ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t 
 ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iovec *iov, int n, int64_t off,
                      int rw_flags)
 {
-    struct blk_ring *r = thread_ring();
+    struct blk_ring *r = f->iopoll ? thread_ring(true) : NULL;
+    if (!r && f->iopoll)
+        return -EOPNOTSUPP;     /* no polled ring here: the caller marks the device and retries */
+    if (!r)
+        r = thread_ring(false);
     if (!r)
         return -ENOSYS;
     uint8_t opcode;
@@ -542,9 +564,10 @@ ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iove
         __atomic_fetch_add(&blk__stats()->bounced_ops, 1, __ATOMIC_RELAXED);
     }
     ssize_t res;
-    if (!r->sqpoll && g_cfg.spin_usec == 0) {
+    if ((!r->sqpoll && g_cfg.spin_usec == 0) || r->iopoll) {
         /* Nothing to poll: submit and wait in one io_uring_enter, no more syscalls than the
-         * kernel's own pread. */
+         * kernel's own pread. A polled ring always: there io_uring_enter is what polls the
+         * device's queue, a completion never shows in the CQ on its own. */
         __atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
         r->queued = 0;
         r->inflight++;
@@ -558,7 +581,10 @@ ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iove
              * and let the caller use the kernel's call; this thread makes a new ring next time. */
             __atomic_store_n(r->sq_tail, *r->sq_tail - 1, __ATOMIC_RELEASE);
             r->inflight--;
-            t_ring = NULL;
+            if (r->iopoll)
+                t_pring = NULL;
+            else
+                t_ring = NULL;
             return -ENOSYS;
         }
         struct blk_cqe c;
@@ -579,6 +605,8 @@ ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iove
     }
     if (bounce_to && res > 0)
         memcpy(bounce_to, r->bounce, (size_t)res);
+    if (r->iopoll && res != -EOPNOTSUPP)
+        __atomic_fetch_add(&blk__stats()->iopoll_ops, 1, __ATOMIC_RELAXED);
     return res;
 }
 
@@ -608,6 +636,7 @@ void blk__atfork_child(void)
     g_rings = NULL;
     g_group_fd = -1;
     t_ring = NULL;
+    t_pring = NULL;
     g_pid = 0;
     pthread_mutex_init(&g_lock, NULL);
 }
