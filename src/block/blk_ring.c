@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -257,10 +258,15 @@ int blk_ring__new(struct blk_ring **out, unsigned n)
 static void ring_register_extras(struct blk_ring *r)
 {
     if (g_cfg.fixed_files) {
-        struct io_uring_rsrc_register rr = { .nr = BLK_FIXED_FILES, .flags = IORING_RSRC_REGISTER_SPARSE };
-        r->fgen = calloc(BLK_FIXED_FILES, sizeof(*r->fgen));
+        /* The kernel refuses a table larger than RLIMIT_NOFILE (EMFILE). */
+        struct rlimit rl;
+        unsigned nf = BLK_FIXED_FILES;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < nf)
+            nf = (unsigned)rl.rlim_cur;
+        struct io_uring_rsrc_register rr = { .nr = nf, .flags = IORING_RSRC_REGISTER_SPARSE };
+        r->fgen = nf ? calloc(nf, sizeof(*r->fgen)) : NULL;
         if (r->fgen && uring_register(r->fd, IORING_REGISTER_FILES2, &rr, sizeof(rr)) == 0) {
-            r->nfiles = BLK_FIXED_FILES;
+            r->nfiles = nf;
         } else {
             free(r->fgen);
             r->fgen = NULL;
