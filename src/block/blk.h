@@ -73,7 +73,7 @@ void blk__stats_unlink(void);
 
 enum blk_op { BLK_OP_READ, BLK_OP_WRITE };
 
-/* This process's pid, kept without a syscall per call (blk__atfork_child forgets it). */
+/* This process's pid, kept without a syscall per call (a fork child asks again: MADV_WIPEONFORK). */
 pid_t blk__pid(void);
 
 /* What the POSIX layer knows of an fd it gives the engine: gen changes whenever the fd number is

@@ -53,7 +53,6 @@ static bool g_no_uring;         /* io_uring_setup failed for good: everything pa
 static __thread struct blk_ring *t_ring, *t_pring;     /* a thread's ring, its polled ring */
 static uint64_t g_fd_mask;      /* bit fd % 64 set for every ring fd: close() looks only then */
 static uint64_t g_reg_mask;     /* bit fd % 64 set for every fd some ring registered */
-static pid_t g_pid;             /* 0 until asked; a fork child starts again at 0 */
 static pthread_key_t g_key, g_pkey;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
@@ -68,18 +67,39 @@ const struct blk_config *blk__config(void)
 }
 
 /* getpid() is a syscall (glibc caches nothing since 2.25): asked on every request it cost a
- * syscall per I/O, which on an inline device is a tenth of the I/O. A child made by fork (or by
- * vfork, which the POSIX layer turns into fork) clears it in the atfork handler. A child of a raw
- * clone() without atfork handlers would see its parent's pid: the POSIX layer does not support
- * that for the block path, as for the network side. */
+ * syscall per I/O, which on an inline device is a tenth of the I/O. The pid is kept in a page of
+ * its own marked MADV_WIPEONFORK: the kernel hands every fork child that page zeroed, however the
+ * child was made (fork, _Fork, a raw clone without atfork handlers), so a child always asks
+ * again and never takes its parent's rings for its own. Without that page (a kernel before 4.14),
+ * every call asks the kernel. */
+static pid_t *g_pidp;           /* the wipe-on-fork page, once made */
+static bool g_pid_nowipe;       /* no such page here: getpid() every time */
+
 pid_t blk__pid(void)
 {
-    pid_t p = __atomic_load_n(&g_pid, __ATOMIC_RELAXED);
-    if (__builtin_expect(!p, 0)) {
+    pid_t *pp = __atomic_load_n(&g_pidp, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(pp != NULL, 1)) {
+        pid_t p = __atomic_load_n(pp, __ATOMIC_RELAXED);
+        if (__builtin_expect(p != 0, 1))
+            return p;
         p = getpid();
-        __atomic_store_n(&g_pid, p, __ATOMIC_RELAXED);
+        __atomic_store_n(pp, p, __ATOMIC_RELAXED);
+        return p;
     }
-    return p;
+    if (__atomic_load_n(&g_pid_nowipe, __ATOMIC_RELAXED))
+        return getpid();
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return getpid();
+    if (madvise(m, 4096, MADV_WIPEONFORK) != 0) {
+        munmap(m, 4096);
+        __atomic_store_n(&g_pid_nowipe, true, __ATOMIC_RELAXED);
+        return getpid();
+    }
+    pid_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&g_pidp, &expect, (pid_t *)m, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        munmap(m, 4096);        /* another thread made it first */
+    return blk__pid();
 }
 
 static int uring_register(int fd, unsigned op, void *arg, unsigned n)
@@ -643,7 +663,6 @@ void blk__atfork_child(void)
     g_group_fd = -1;
     t_ring = NULL;
     t_pring = NULL;
-    g_pid = 0;
     pthread_mutex_init(&g_lock, NULL);
 }
 

@@ -379,6 +379,20 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         step("fork.child", WIFEXITED(st) ? WEXITSTATUS(st) : 100);
         step_data("fork.parent_read", pread(fd, buf, BS, 11 * BS), buf);
+#ifdef SYS_fork
+        /* A child made without atfork handlers (the raw fork syscall, as _Fork or clone() make
+         * one): it must not take its parent's rings for its own either. */
+        pid = (pid_t)syscall(SYS_fork);
+        if (pid == 0) {
+            fill(pat, BS, 13);
+            _exit(pwrite(fd, pat, BS, 13 * BS) == BS && !thread_main((void *)(intptr_t)(fd << 8 | 7)) ? 0 : 1);
+        }
+        step("rawfork.parent_io_bad", (long)thread_main((void *)(intptr_t)(fd << 8 | 8)));
+        st = 0;
+        waitpid(pid, &st, 0);
+        step("rawfork.child", WIFEXITED(st) ? WEXITSTATUS(st) : 100);
+        step_data("rawfork.parent_read", pread(fd, buf, BS, 13 * BS), buf);
+#endif
         /* Threads, each on its own ring. */
         pthread_t th[4];
         for (int t = 0; t < 4; t++)

@@ -1,7 +1,7 @@
 """The block path against the kernel (issue 14): tests/prog/blk_ops runs one fixed sequence of file
 and block-device operations (O_DIRECT pread/pwrite and their vector forms, the file offset, EINVAL
 for misaligned O_DIRECT, short reads at EOF, O_APPEND, ENOSPC past a device's end, dup, F_SETFL,
-fsync, fork, threads, libaio, a daemon closing every fd it does not know, exec with the fd open) once on the kernel and once under the shim,
+fsync, fork (and a raw fork syscall without atfork handlers), threads, libaio, a daemon closing every fd it does not know, exec with the fd open) once on the kernel and once under the shim,
 and every line (return value, errno, a digest of the data read) must be the same, and so must the
 file or device contents afterwards. The shim's run must show that its engine did the I/O.
 
