@@ -2,7 +2,8 @@
 1 job, queue depth 1, on a file of the root disk's file system and on a zram device this benchmark
 adds (and removes). Rows: fio psync plain and under `slipstream run --block` (default settings:
 the per-device probe decides; with SLIP_BLOCK_PROBE=0, the engine forced; and the engine with a
-SQPOLL thread and a spinning caller), fio's own io_uring
+SQPOLL thread and a spinning caller; the engine without registered files, and with its registered
+bounce buffer), fio's own io_uring
 engine (plain, sqpoll, fixedbufs), libaio plain and under the shim.
 
 IOPS, mean and p99 completion latency come from fio's JSON. CPU per I/O is the fio process tree's
@@ -28,6 +29,10 @@ CONFIGS = [
     ("psync plain", {"ioengine": "psync"}, False, {}),
     ("psync under shim (probe)", {"ioengine": "psync"}, True, {}),
     ("psync under shim (engine forced)", {"ioengine": "psync"}, True, {"SLIP_BLOCK_PROBE": "0"}),
+    ("psync under shim (engine forced, no registered files)", {"ioengine": "psync"}, True,
+     {"SLIP_BLOCK_PROBE": "0", "SLIP_BLOCK_FIXED_FILES": "0"}),
+    ("psync under shim (engine forced, bounce pool)", {"ioengine": "psync"}, True,
+     {"SLIP_BLOCK_PROBE": "0", "SLIP_BLOCK_BOUNCE": "1"}),
     ("psync under shim (SQPOLL, spin 50 us, forced)", {"ioengine": "psync"}, True,
      {"SLIP_BLOCK_PROBE": "0", "SLIP_BLOCK_SQPOLL": "1", "SLIP_BLOCK_SPIN_USEC": "50"}),
     ("fio io_uring plain", {"ioengine": "io_uring"}, False, {}),

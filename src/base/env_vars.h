@@ -71,7 +71,13 @@
     X(BLOCK_SPIN_USEC, DURATION, POSIX, .min = 0, .max = 1000000, .unit = "us", .def = "0", \
       .doc = "how long a block-path call spins on its completion queue in user space before it sleeps in io_uring_enter (0 without SQPOLL: submit and wait in one io_uring_enter)") \
     X(BLOCK_PROBE, BOOL, POSIX, .def = "1", \
-      .doc = "1: the first 128 block-path calls on each device alternate between the kernel's own call and the engine, timed, and the device stays with the kernel when the engine is not 5 % faster (zram and other devices that complete inline)") \
+      .doc = "1: a bio-based device (zram, no blk-mq queue in sysfs: it completes in the submitting thread) stays with the kernel from the first call; on any other device the first 128 block-path calls alternate between the kernel's own call and the engine, timed, and the device stays with the kernel when the engine is not 5 % faster") \
+    X(BLOCK_FIXED_FILES, BOOL, POSIX, .def = "1", \
+      .doc = "1: each thread's block-path ring registers the files it serves (io_uring fixed files: no file lookup per request; a close unregisters them first)") \
+    X(BLOCK_BOUNCE, BOOL, POSIX, .def = "0", \
+      .doc = "1: a block-path read or write of up to 128 KiB whose buffer the kernel would take as it is goes through a registered buffer of the thread's ring (one copy instead of pinning the caller's pages; a bad buffer pointer then faults in the program instead of giving EFAULT)") \
+    X(BLOCK_IOPOLL, INT, POSIX, .min = 0, .max = 2, .def = "1", \
+      .doc = "1: block-path requests on a device whose queue polls for completions (sysfs queue/io_poll = 1: NVMe or virtio-blk with poll queues) go to a polled ring of the thread (IORING_SETUP_IOPOLL: the waiting thread polls the device instead of sleeping until an interrupt); 0: never; 2: on every device (tests: a device without poll queues then completes by interrupt while the caller polls, a file system without polling answers EOPNOTSUPP and the device goes back to interrupts)") \
     X(ATTACH, TEXT, INTERNAL, .doc = "the stack a process inherits across exec and posix_spawn") \
     X(FDS, TEXT, INTERNAL, .doc = "the accelerated fds a process inherits with SLIP_ATTACH") \
     X(KFDS, TEXT, INTERNAL, .doc = "the port-reservation sockets a process inherits with SLIP_ATTACH (the only fd numbers from shared memory it will close)") \

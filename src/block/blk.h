@@ -40,6 +40,10 @@ struct blk_stats {
     uint64_t aio_submitted, aio_completed;      /* of which through libaio contexts */
     uint64_t probes_kernel_ns, probes_engine_ns; /* step-aside probe totals */
     uint64_t passed[BLK_PASS_COUNT];
+    uint64_t fixed_file_ops;            /* operations on a registered file */
+    uint64_t bounced_ops;               /* operations through a ring's registered bounce buffer */
+    uint64_t iopoll_ops;                /* operations on a polled ring (IOPOLL) */
+    uint64_t iopoll_refused;            /* devices whose files refused polling (EOPNOTSUPP): back to interrupts */
 };
 
 struct blk_config {
@@ -48,6 +52,9 @@ struct blk_config {
     int sq_cpu;             /* -1: not pinned */
     int spin_usec;
     bool probe;             /* measure per device and step aside where the kernel is faster */
+    bool fixed_files;       /* register the files a thread's ring serves (no fget/fput per request) */
+    bool bounce;            /* copy through a registered buffer of the ring (no page pinning per request) */
+    int iopoll;             /* 0: never; 1: devices whose queue polls (sysfs io_poll); 2: every device */
 };
 
 /* Once per process, before any other call. */
@@ -66,15 +73,41 @@ void blk__stats_unlink(void);
 
 enum blk_op { BLK_OP_READ, BLK_OP_WRITE };
 
+/* This process's pid, kept without a syscall per call (a fork child asks again: MADV_WIPEONFORK). */
+pid_t blk__pid(void);
+
+/* What the POSIX layer knows of an fd it gives the engine: gen changes whenever the fd number is
+ * opened anew (a ring's registered-file slot is reused only for the same gen); mem_align is the
+ * O_DIRECT buffer alignment the kernel demands for it (statx's dio_mem_align; 0: unknown, then
+ * no bounce buffer, since a bounce would hide the kernel's EINVAL for a misaligned buffer). */
+struct blk_file {
+    int fd;
+    uint32_t gen;
+    uint32_t mem_align;
+    bool iopoll;            /* on this thread's polled ring (IORING_SETUP_IOPOLL); -EOPNOTSUPP back
+                             * when the file cannot be polled (nothing was done: retry without) */
+};
+
 /* Synchronous read/write on this thread's ring at offset off (>= 0: io_uring's -1 does not keep
  * the file offset as read(2) does, see src/preload/file.c). rw_flags are
  * preadv2's RWF_*. The result as the kernel's call would give it: bytes, or -errno. */
 ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t off, int rw_flags);
+/* The same for an fd the POSIX layer described: a registered file (when gen != 0 and the fd
+ * number fits the ring's table) and the ring's registered bounce buffer where allowed. */
+ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iovec *iov, int n, int64_t off,
+                     int rw_flags);
+/* fd is being closed (or stops being the engine's): every ring of this process drops its
+ * registered file, so the kernel's close really lets the file go. */
+void blk__file_forget(int fd);
 
 /* Step-aside decision for the device behind fd (st_dev of a file, st_rdev of a block device):
  * BLK_ROUTE_KERNEL when probing showed the kernel's own call to be as fast (inline devices). */
 enum blk_route { BLK_ROUTE_PROBE_KERNEL, BLK_ROUTE_PROBE_ENGINE, BLK_ROUTE_ENGINE, BLK_ROUTE_KERNEL };
 enum blk_route blk__route(uint64_t dev);
+/* Whether requests on dev go to a polled ring (SLIP_BLOCK_IOPOLL; the device's queue/io_poll in
+ * sysfs), and marking a device whose files refused polling. */
+bool blk__dev_iopoll(uint64_t dev);
+void blk__dev_iopoll_off(uint64_t dev);
 /* One probe sample of ns nanoseconds taken by the given route. */
 void blk__probe_note(uint64_t dev, enum blk_route how, uint64_t ns);
 

@@ -2,7 +2,10 @@
  * submission (none when the SQPOLL thread is awake), completion reaped in user space (spin for
  * SLIP_BLOCK_SPIN_USEC, then sleep in io_uring_enter), and the synchronous call blk__rw on a ring
  * per thread. Every SQPOLL ring of a process attaches to the first one's thread (ATTACH_WQ), so
- * a process has one polling kernel thread, not one per thread. */
+ * a process has one polling kernel thread, not one per thread. A thread's ring registers the
+ * files it serves (a sparse table indexed by fd number, filled on first use, emptied on close) and
+ * may hold a registered bounce buffer (SLIP_BLOCK_BOUNCE): the kernel then neither looks the file
+ * up nor pins the caller's pages for each request. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
@@ -10,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,17 +34,26 @@ struct blk_ring {
     unsigned queued;            /* SQEs filled, not yet published */
     unsigned inflight;          /* published, not yet reaped */
     bool sync;                  /* a thread's ring for blocking calls (that thread waits itself) */
+    bool iopoll;                /* IORING_SETUP_IOPOLL: completions are polled for by io_uring_enter */
+    unsigned nfiles;            /* registered-file table size (slot = fd number); 0: none */
+    uint32_t *fgen;             /* per slot: the blk_file gen registered there, 0 when empty */
+    void *bounce;               /* registered buffer 0 (BLK_BOUNCE_LEN bytes), or NULL */
     struct blk_ring *next;      /* every ring of the process (exit waits on them) */
 };
 
-static struct blk_config g_cfg = { .sqpoll = false, .sq_idle_ms = 2, .sq_cpu = -1, .spin_usec = 0, .probe = true };
+#define BLK_FIXED_FILES 1024            /* fds below this number can be registered files */
+#define BLK_BOUNCE_LEN (128u << 10)     /* the bounce buffer of a thread's ring */
+
+static struct blk_config g_cfg = { .sqpoll = false, .sq_idle_ms = 2, .sq_cpu = -1, .spin_usec = 0, .probe = true,
+                                   .fixed_files = true, .bounce = false, .iopoll = 1 };
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct blk_ring *g_rings;
 static int g_group_fd = -1;     /* the SQPOLL ring others attach to */
 static bool g_no_uring;         /* io_uring_setup failed for good: everything passes through */
-static __thread struct blk_ring *t_ring;
+static __thread struct blk_ring *t_ring, *t_pring;     /* a thread's ring, its polled ring */
 static uint64_t g_fd_mask;      /* bit fd % 64 set for every ring fd: close() looks only then */
-static pthread_key_t g_key;
+static uint64_t g_reg_mask;     /* bit fd % 64 set for every fd some ring registered */
+static pthread_key_t g_key, g_pkey;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 
 void blk__configure(const struct blk_config *cfg)
@@ -53,6 +66,47 @@ const struct blk_config *blk__config(void)
     return &g_cfg;
 }
 
+/* getpid() is a syscall (glibc caches nothing since 2.25): asked on every request it cost a
+ * syscall per I/O, which on an inline device is a tenth of the I/O. The pid is kept in a page of
+ * its own marked MADV_WIPEONFORK: the kernel hands every fork child that page zeroed, however the
+ * child was made (fork, _Fork, a raw clone without atfork handlers), so a child always asks
+ * again and never takes its parent's rings for its own. Without that page (a kernel before 4.14),
+ * every call asks the kernel. */
+static pid_t *g_pidp;           /* the wipe-on-fork page, once made */
+static bool g_pid_nowipe;       /* no such page here: getpid() every time */
+
+pid_t blk__pid(void)
+{
+    pid_t *pp = __atomic_load_n(&g_pidp, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(pp != NULL, 1)) {
+        pid_t p = __atomic_load_n(pp, __ATOMIC_RELAXED);
+        if (__builtin_expect(p != 0, 1))
+            return p;
+        p = getpid();
+        __atomic_store_n(pp, p, __ATOMIC_RELAXED);
+        return p;
+    }
+    if (__atomic_load_n(&g_pid_nowipe, __ATOMIC_RELAXED))
+        return getpid();
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return getpid();
+    if (madvise(m, 4096, MADV_WIPEONFORK) != 0) {
+        munmap(m, 4096);
+        __atomic_store_n(&g_pid_nowipe, true, __ATOMIC_RELAXED);
+        return getpid();
+    }
+    pid_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&g_pidp, &expect, (pid_t *)m, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        munmap(m, 4096);        /* another thread made it first */
+    return blk__pid();
+}
+
+static int uring_register(int fd, unsigned op, void *arg, unsigned n)
+{
+    long r = syscall(SYS_io_uring_register, fd, op, arg, n);
+    return r < 0 ? -errno : (int)r;
+}
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,7 +139,7 @@ static void ring_unmap(struct blk_ring *r)
 
 /* Makes a ring of at least n entries: SQPOLL when configured and allowed (attached to the
  * process's first SQPOLL ring), else an ordinary one. */
-static int ring_setup(struct blk_ring *r, unsigned n)
+static int ring_setup(struct blk_ring *r, unsigned n, bool iopoll)
 {
     struct io_uring_params p;
     int fd = -1;
@@ -93,7 +147,9 @@ static int ring_setup(struct blk_ring *r, unsigned n)
     r->fd = -1;
     for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
         memset(&p, 0, sizeof(p));
-        bool sq = g_cfg.sqpoll && attempt < 2;
+        bool sq = g_cfg.sqpoll && attempt < 2 && !iopoll;
+        if (iopoll)
+            p.flags |= IORING_SETUP_IOPOLL;
         if (sq) {
             p.flags |= IORING_SETUP_SQPOLL;
             p.sq_thread_idle = (unsigned)g_cfg.sq_idle_ms;
@@ -112,6 +168,7 @@ static int ring_setup(struct blk_ring *r, unsigned n)
         if (rc >= 0) {
             fd = (int)rc;
             r->sqpoll = sq;
+            r->iopoll = iopoll;
         } else if (errno == ENOSYS) {
             return -ENOSYS;
         }
@@ -162,7 +219,7 @@ static int ring_setup(struct blk_ring *r, unsigned n)
     /* The SQ array maps slot i to SQE i once and for all. */
     for (unsigned i = 0; i < r->sq_entries; i++)
         r->sq_array[i] = i;
-    r->pid = getpid();
+    r->pid = blk__pid();
     return 0;
 fail:;
     int e = -errno;
@@ -196,12 +253,12 @@ static void list_del(struct blk_ring *r)
     pthread_mutex_unlock(&g_lock);
 }
 
-int blk_ring__new(struct blk_ring **out, unsigned n)
+static int ring_new(struct blk_ring **out, unsigned n, bool iopoll)
 {
     struct blk_ring *r = malloc(sizeof(*r));
     if (!r)
         return -ENOMEM;
-    int rc = ring_setup(r, n);
+    int rc = ring_setup(r, n, iopoll);
     if (rc < 0) {
         free(r);
         return rc;
@@ -211,18 +268,55 @@ int blk_ring__new(struct blk_ring **out, unsigned n)
     return 0;
 }
 
+int blk_ring__new(struct blk_ring **out, unsigned n)
+{
+    return ring_new(out, n, false);
+}
+
+/* A thread's ring: the sparse registered-file table and the bounce buffer, each only when
+ * configured and allowed (a kernel or limit that refuses leaves the ring without it). */
+static void ring_register_extras(struct blk_ring *r)
+{
+    if (g_cfg.fixed_files) {
+        /* The kernel refuses a table larger than RLIMIT_NOFILE (EMFILE). */
+        struct rlimit rl;
+        unsigned nf = BLK_FIXED_FILES;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < nf)
+            nf = (unsigned)rl.rlim_cur;
+        struct io_uring_rsrc_register rr = { .nr = nf, .flags = IORING_RSRC_REGISTER_SPARSE };
+        r->fgen = nf ? calloc(nf, sizeof(*r->fgen)) : NULL;
+        if (r->fgen && uring_register(r->fd, IORING_REGISTER_FILES2, &rr, sizeof(rr)) == 0) {
+            r->nfiles = nf;
+        } else {
+            free(r->fgen);
+            r->fgen = NULL;
+        }
+    }
+    if (g_cfg.bounce) {
+        void *b = mmap(NULL, BLK_BOUNCE_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        struct iovec v = { b, BLK_BOUNCE_LEN };
+        if (b != MAP_FAILED && uring_register(r->fd, IORING_REGISTER_BUFFERS, &v, 1) == 0)
+            r->bounce = b;
+        else if (b != MAP_FAILED)
+            munmap(b, BLK_BOUNCE_LEN);
+    }
+}
+
 void blk_ring__free(struct blk_ring *r)
 {
     if (!r)
         return;
     list_del(r);
-    if (r->pid == getpid()) {
+    if (r->pid == blk__pid()) {
         /* The group's ring stays: others are attached to its thread and new rings attach to it. */
         if (r->fd == g_group_fd)
             return;
         ring_unmap(r);
         close(r->fd);
+        if (r->bounce)
+            munmap(r->bounce, BLK_BOUNCE_LEN);
     }
+    free(r->fgen);
     free(r);
 }
 
@@ -372,18 +466,22 @@ static void thread_ring_free(void *p)
 static void key_make(void)
 {
     pthread_key_create(&g_key, thread_ring_free);
+    pthread_key_create(&g_pkey, thread_ring_free);
 }
 
-/* This thread's ring, made on first use (and again in a fork child: the parent's is not ours). */
-static struct blk_ring *thread_ring(void)
+/* This thread's ring (or its polled ring), made on first use (and again in a fork child: the
+ * parent's is not ours). */
+static struct blk_ring *thread_ring(bool iopoll)
 {
-    struct blk_ring *r = t_ring;
-    if (__builtin_expect(r && r->pid == getpid(), 1))
+    struct blk_ring *r = iopoll ? t_pring : t_ring;
+    if (__builtin_expect(r && r->pid == blk__pid(), 1))
         return r;
     if (g_no_uring)
         return NULL;
     pthread_once(&g_key_once, key_make);
-    int rc = blk_ring__new(&r, 8);
+    int rc = ring_new(&r, 8, iopoll);
+    if (rc < 0 && iopoll)
+        return NULL;            /* the caller uses the ordinary ring */
     if (rc < 0) {
         if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP) {
             g_no_uring = true;
@@ -392,35 +490,110 @@ static struct blk_ring *thread_ring(void)
         return NULL;
     }
     r->sync = true;
-    t_ring = r;
-    pthread_setspecific(g_key, r);
+    ring_register_extras(r);
+    if (iopoll) {
+        t_pring = r;
+        pthread_setspecific(g_pkey, r);
+    } else {
+        t_ring = r;
+        pthread_setspecific(g_key, r);
+    }
     return r;
+}
+
+/* fd's slot in r's registered-file table, filled on first use (one io_uring_register per
+ * thread and fd): true when the request may name the slot instead of the fd. */
+static bool file_slot(struct blk_ring *r, const struct blk_file *f)
+{
+    if (!f->gen || f->fd < 0 || (unsigned)f->fd >= r->nfiles)
+        return false;
+    if (__atomic_load_n(&r->fgen[f->fd], __ATOMIC_ACQUIRE) == f->gen)
+        return true;
+    int fd = f->fd;
+    struct io_uring_files_update u = { .offset = (unsigned)fd, .fds = (uint64_t)(uintptr_t)&fd };
+    /* Marked before the update, so a close racing with it (another thread) clears it after. */
+    __atomic_fetch_or(&g_reg_mask, 1ull << (fd & 63), __ATOMIC_SEQ_CST);
+    if (uring_register(r->fd, IORING_REGISTER_FILES_UPDATE, &u, 1) != 1)
+        return false;           /* a bad fd: the plain request gives the kernel's errno */
+    __atomic_store_n(&r->fgen[fd], f->gen, __ATOMIC_RELEASE);
+    return true;
+}
+
+void blk__file_forget(int fd)
+{
+    if (fd < 0 || !(__atomic_load_n(&g_reg_mask, __ATOMIC_SEQ_CST) & (1ull << (fd & 63))))
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (struct blk_ring *r = g_rings; r; r = r->next) {
+        if (r->pid != blk__pid() || (unsigned)fd >= r->nfiles || !__atomic_load_n(&r->fgen[fd], __ATOMIC_ACQUIRE))
+            continue;
+        int none = -1;
+        struct io_uring_files_update u = { .offset = (unsigned)fd, .fds = (uint64_t)(uintptr_t)&none };
+        uring_register(r->fd, IORING_REGISTER_FILES_UPDATE, &u, 1);
+        __atomic_store_n(&r->fgen[fd], 0, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t off, int rw_flags)
 {
-    struct blk_ring *r = thread_ring();
+    struct blk_file f = { .fd = fd };
+    return blk__rw_file(&f, op, iov, n, off, rw_flags);
+}
+
+ssize_t blk__rw_file(const struct blk_file *f, enum blk_op op, const struct iovec *iov, int n, int64_t off,
+                     int rw_flags)
+{
+    struct blk_ring *r = f->iopoll ? thread_ring(true) : NULL;
+    if (!r && f->iopoll)
+        return -EOPNOTSUPP;     /* no polled ring here: the caller marks the device and retries */
+    if (!r)
+        r = thread_ring(false);
     if (!r)
         return -ENOSYS;
     uint8_t opcode;
     uint64_t addr;
     uint32_t len;
+    void *bounce_to = NULL;     /* a read through the bounce buffer: where its bytes go */
     if (n == 1 && iov[0].iov_len <= 0x7ffff000u) {
         /* One buffer: READ/WRITE, no iovec for the kernel to copy in. */
         opcode = op == BLK_OP_READ ? IORING_OP_READ : IORING_OP_WRITE;
         addr = (uint64_t)(uintptr_t)iov[0].iov_base;
         len = (uint32_t)iov[0].iov_len;
+        /* The bounce buffer only where the kernel would take the caller's buffer as it is (aligned
+         * as the device demands): a misaligned one must still get the kernel's EINVAL. */
+        if (r->bounce && len && len <= BLK_BOUNCE_LEN && f->mem_align && !(addr % f->mem_align)) {
+            if (op == BLK_OP_WRITE) {
+                memcpy(r->bounce, iov[0].iov_base, len);
+            } else {
+                bounce_to = iov[0].iov_base;
+            }
+            opcode = op == BLK_OP_READ ? IORING_OP_READ_FIXED : IORING_OP_WRITE_FIXED;
+            addr = (uint64_t)(uintptr_t)r->bounce;
+        }
     } else {
         opcode = op == BLK_OP_READ ? IORING_OP_READV : IORING_OP_WRITEV;
         addr = (uint64_t)(uintptr_t)iov;
         len = (uint32_t)n;
     }
-    int rc = blk_ring__queue(r, opcode, fd, addr, len, off, rw_flags, 1);
+    bool fixed = file_slot(r, f);
+    int rc = blk_ring__queue(r, opcode, f->fd, addr, len, off, rw_flags, 1);
     if (rc < 0)
         return rc;
-    if (!r->sqpoll && g_cfg.spin_usec == 0) {
+    struct io_uring_sqe *e = &r->sqes[(*r->sq_tail + r->queued - 1) & *r->sq_mask];
+    if (fixed) {
+        e->flags |= IOSQE_FIXED_FILE;
+        __atomic_fetch_add(&blk__stats()->fixed_file_ops, 1, __ATOMIC_RELAXED);
+    }
+    if (addr == (uint64_t)(uintptr_t)r->bounce && r->bounce) {
+        e->buf_index = 0;
+        __atomic_fetch_add(&blk__stats()->bounced_ops, 1, __ATOMIC_RELAXED);
+    }
+    ssize_t res;
+    if ((!r->sqpoll && g_cfg.spin_usec == 0) || r->iopoll) {
         /* Nothing to poll: submit and wait in one io_uring_enter, no more syscalls than the
-         * kernel's own pread. */
+         * kernel's own pread. A polled ring always: there io_uring_enter is what polls the
+         * device's queue, a completion never shows in the CQ on its own. */
         __atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
         r->queued = 0;
         r->inflight++;
@@ -434,26 +607,33 @@ ssize_t blk__rw(int fd, enum blk_op op, const struct iovec *iov, int n, int64_t 
              * and let the caller use the kernel's call; this thread makes a new ring next time. */
             __atomic_store_n(r->sq_tail, *r->sq_tail - 1, __ATOMIC_RELEASE);
             r->inflight--;
-            t_ring = NULL;
+            if (r->iopoll)
+                t_pring = NULL;
+            else
+                t_ring = NULL;
             return -ENOSYS;
         }
         struct blk_cqe c;
         do
             rc = blk_ring__reap(r, &c, 1, 1, -1);
         while (rc == -EINTR || rc == 0);
-        return rc < 0 ? rc : c.res;
+        res = rc < 0 ? rc : c.res;
+    } else {
+        rc = blk_ring__submit(r);
+        if (rc < 0)
+            return rc;
+        struct blk_cqe c;
+        /* The buffer is the kernel's until the completion: a signal must not end this wait. */
+        do
+            rc = blk_ring__reap(r, &c, 1, 1, -1);
+        while (rc == -EINTR || rc == 0);
+        res = rc < 0 ? rc : c.res;
     }
-    rc = blk_ring__submit(r);
-    if (rc < 0)
-        return rc;
-    struct blk_cqe c;
-    /* The buffer is the kernel's until the completion: a signal must not end this wait. */
-    do
-        rc = blk_ring__reap(r, &c, 1, 1, -1);
-    while (rc == -EINTR || rc == 0);
-    if (rc < 0)
-        return rc;
-    return c.res;
+    if (bounce_to && res > 0)
+        memcpy(bounce_to, r->bounce, (size_t)res);
+    if (r->iopoll && res != -EOPNOTSUPP)
+        __atomic_fetch_add(&blk__stats()->iopoll_ops, 1, __ATOMIC_RELAXED);
+    return res;
 }
 
 void blk__fd_closing(int fd)
@@ -462,7 +642,7 @@ void blk__fd_closing(int fd)
         return;
     pthread_mutex_lock(&g_lock);
     for (struct blk_ring *r = g_rings; r; r = r->next) {
-        if (r->fd != fd || r->pid != getpid())
+        if (r->fd != fd || r->pid != blk__pid())
             continue;
         int nfd = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
         if (nfd < 0)
@@ -482,6 +662,7 @@ void blk__atfork_child(void)
     g_rings = NULL;
     g_group_fd = -1;
     t_ring = NULL;
+    t_pring = NULL;
     pthread_mutex_init(&g_lock, NULL);
 }
 
@@ -491,7 +672,7 @@ void blk__at_exit(void)
      * the kernel's own aio does at io_destroy. Only this process's rings. */
     pthread_mutex_lock(&g_lock);
     for (struct blk_ring *r = g_rings; r; r = r->next) {
-        if (r->pid != getpid() || r->sync)
+        if (r->pid != blk__pid() || r->sync)
             continue;
         while (r->inflight) {
             struct blk_cqe c[16];

@@ -2,8 +2,15 @@
  * reads) and the per-device step-aside probe: the first BLK_PROBE_OPS operations on a device
  * alternate between the kernel's own call and the engine, timed; when the engine is not clearly
  * faster (a device that completes inline, such as zram, where the submission thread's hand-off
- * only adds latency) the device's I/O goes to the kernel from then on. */
+ * only adds latency) the device's I/O goes to the kernel from then on. A device known to be
+ * bio-based (its disk has no blk-mq queue in sysfs: zram, brd, pmem) is given to the kernel
+ * before any probe: such a driver does the work in the submitting thread (zram compresses and
+ * copies right there), so the kernel's pread is already done when it returns, while io_uring,
+ * which submits without blocking, has to hand each request to a worker thread (no NOWAIT
+ * support) and comes back tens of microseconds later: the probe would only lose 64 such calls,
+ * and libaio, which never probes, would lose them all. */
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <stdio.h>
@@ -30,6 +37,8 @@ struct probe_dev {
     unsigned nk, ne;            /* samples taken per route */
     uint32_t k[BLK_PROBE_OPS], e[BLK_PROBE_OPS];    /* ns, capped */
     bool used;
+    int8_t poll;                /* the queue polls (sysfs io_poll): -1 not looked yet, 0, 1 */
+    bool poll_refused;          /* a file on it answered EOPNOTSUPP on a polled ring */
 };
 static struct probe_dev g_devs[BLK_PROBE_DEVS];
 static pthread_mutex_t g_probe_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -43,7 +52,7 @@ static int cmp_u32(const void *a, const void *b)
 struct blk_stats *blk__stats(void)
 {
     struct blk_stats *s = __atomic_load_n(&g_stats, __ATOMIC_ACQUIRE);
-    pid_t pid = getpid();
+    pid_t pid = blk__pid();
     if (__builtin_expect(s && g_stats_pid == pid, 1))
         return s;
     pthread_mutex_lock(&g_stats_lock);
@@ -86,6 +95,28 @@ void blk__count_pass(enum blk_pass why)
         __atomic_fetch_add(&blk__stats()->passed[why], 1, __ATOMIC_RELAXED);
 }
 
+/* Whether the disk behind dev (a whole disk or a partition) is known to be bio-based: its sysfs
+ * node is there and neither it nor its parent disk has the mq directory of a blk-mq queue. A
+ * device sysfs does not show (a file system's anonymous device, no /sys) is not known. */
+static bool dev_bio_based(uint64_t dev)
+{
+    char p[PATH_MAX];
+    unsigned ma = major((dev_t)dev), mi = minor((dev_t)dev);
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u", ma, mi);
+    if (access(p, F_OK) != 0)
+        return false;
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/mq", ma, mi);
+    if (access(p, F_OK) == 0)
+        return false;
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/partition", ma, mi);
+    if (access(p, F_OK) == 0) {
+        snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/../mq", ma, mi);
+        if (access(p, F_OK) == 0)
+            return false;
+    }
+    return true;
+}
+
 static struct probe_dev *dev_find(uint64_t dev, bool add)
 {
     struct probe_dev *free_slot = NULL;
@@ -101,7 +132,66 @@ static struct probe_dev *dev_find(uint64_t dev, bool add)
     free_slot->dev = dev;
     free_slot->route = -1;
     free_slot->used = true;
+    free_slot->poll = -1;
+    if (dev_bio_based(dev)) {
+        free_slot->route = BLK_ROUTE_KERNEL;
+        slip_info("block: device %u:%u is bio-based (completes in the submitting thread): the kernel's own calls",
+                  major((dev_t)dev), minor((dev_t)dev));
+    }
     return free_slot;
+}
+
+/* Whether the queue of the disk behind dev polls for completions (queue/io_poll is 1: a driver
+ * with poll queues, such as NVMe or virtio-blk with poll_queues set). */
+static bool dev_polls(uint64_t dev)
+{
+    char p[PATH_MAX], v[8] = "";
+    unsigned ma = major((dev_t)dev), mi = minor((dev_t)dev);
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/partition", ma, mi);
+    bool part = access(p, F_OK) == 0;
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/%squeue/io_poll", ma, mi, part ? "../" : "");
+    /* stdio, not read(2): this runs inside the POSIX layer's init (an inherited fd after exec),
+     * where the exported read would start that init again; libc's own reads are not ours. */
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return false;
+    bool on = fgets(v, sizeof(v), f) && v[0] == '1';
+    fclose(f);
+    return on;
+}
+
+bool blk__dev_iopoll(uint64_t dev)
+{
+    int mode = blk__config()->iopoll;
+    if (mode <= 0)
+        return false;
+    pthread_mutex_lock(&g_probe_lock);
+    struct probe_dev *d = dev_find(dev, true);
+    bool on = false;
+    if (d && !d->poll_refused) {
+        if (d->poll < 0) {
+            d->poll = dev_polls(dev);
+            if (d->poll)
+                slip_info("block: device %u:%u polls for completions: the engine uses a polled ring (IOPOLL)",
+                          major((dev_t)dev), minor((dev_t)dev));
+        }
+        on = mode >= 2 || d->poll;
+    }
+    pthread_mutex_unlock(&g_probe_lock);
+    return on;
+}
+
+void blk__dev_iopoll_off(uint64_t dev)
+{
+    pthread_mutex_lock(&g_probe_lock);
+    struct probe_dev *d = dev_find(dev, true);
+    if (d && !d->poll_refused) {
+        d->poll_refused = true;
+        __atomic_fetch_add(&blk__stats()->iopoll_refused, 1, __ATOMIC_RELAXED);
+        slip_info("block: device %u:%u: its files refuse polled I/O: completions by interrupt",
+                  major((dev_t)dev), minor((dev_t)dev));
+    }
+    pthread_mutex_unlock(&g_probe_lock);
 }
 
 enum blk_route blk__route(uint64_t dev)
@@ -180,6 +270,9 @@ void blk__stats_print(const struct blk_stats *s, FILE *f)
             (unsigned long long)s->polled, (unsigned long long)s->slept, (unsigned long long)s->sq_wakeups,
             (unsigned long long)s->rings, (int)s->sqpoll, (unsigned long long)s->aio_submitted,
             (unsigned long long)s->aio_completed);
+    fprintf(f, "block pid %d: fixed_file_ops %llu bounced_ops %llu iopoll_ops %llu iopoll_refused %llu\n", (int)s->pid,
+            (unsigned long long)s->fixed_file_ops, (unsigned long long)s->bounced_ops,
+            (unsigned long long)s->iopoll_ops, (unsigned long long)s->iopoll_refused);
     fprintf(f, "block pid %d: passed to the kernel:", (int)s->pid);
     for (int i = 0; i < BLK_PASS_COUNT; i++)
         fprintf(f, " %s %llu", why[i], (unsigned long long)s->passed[i]);

@@ -71,7 +71,7 @@ static int aio_setup(unsigned nr, aio_context_t *out)
         return (int)ksys(SYS_io_setup, nr, (long)out, 0, 0, 0);
     }
     c->magic = AIO_MAGIC;
-    c->pid = getpid();
+    c->pid = blk__pid();
     c->nr = nr;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_lock(&g_ctx_lock);
@@ -98,8 +98,12 @@ static bool iocb_map(const struct iocb *cb, uint8_t *op, int *rwf)
     if (cb->aio_rw_flags & ~(RWF_DSYNC | RWF_SYNC | RWF_APPEND))
         return false;
     struct bfd *b = bfd_get((int)cb->aio_fildes);
-    if (!b || b->kernel || blk__route(b->dev) == BLK_ROUTE_KERNEL)
+    if (!b || b->kernel)
         return false;
+    if (blk__route(b->dev) == BLK_ROUTE_KERNEL) {
+        b->kernel = 1;          /* decided for good (a bio-based device, or the probe's verdict) */
+        return false;
+    }
     *rwf = cb->aio_rw_flags;
     switch (cb->aio_lio_opcode) {
     case IOCB_CMD_PREAD: *op = IORING_OP_READ; break;
@@ -130,7 +134,7 @@ static int aio_submit(aio_context_t id, long nr, struct iocb **cbs)
     struct aio_ctx *c = ctx_find(id);
     if (!c)
         return (int)ksys(SYS_io_submit, (long)id, nr, (long)cbs, 0, 0);
-    if (c->pid != getpid())
+    if (c->pid != blk__pid())
         return -EINVAL;         /* a fork child has no use of its parent's contexts (nor in the kernel) */
     if (nr < 0)
         return -EINVAL;
@@ -170,7 +174,9 @@ static int aio_submit(aio_context_t id, long nr, struct iocb **cbs)
         if (err < 0)
             break;
         c->kinflight++;
-        blk__count_pass(bfd_get((int)cb->aio_fildes) ? BLK_PASS_UNSUPPORTED : BLK_PASS_NOT_DIRECT);
+        struct bfd *b = bfd_get((int)cb->aio_fildes);
+        blk__count_pass(!b ? BLK_PASS_NOT_DIRECT
+                        : b->kernel ? BLK_PASS_INLINE : BLK_PASS_UNSUPPORTED);
     }
     int rc = blk_ring__submit(c->ring);
     pthread_mutex_unlock(&c->lock);
@@ -198,7 +204,7 @@ static int aio_getevents(aio_context_t id, long min, long nr, struct io_event *e
     struct aio_ctx *c = ctx_find(id);
     if (!c)
         return (int)ksys(SYS_io_getevents, (long)id, min, nr, (long)ev, (long)ts);
-    if (c->pid != getpid())
+    if (c->pid != blk__pid())
         return -EINVAL;
     if (min < 0 || nr < 0 || min > nr || (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
         return -EINVAL;
@@ -283,7 +289,7 @@ static int aio_destroy(aio_context_t id)
         if (g_ctx[i] == c)
             __atomic_store_n(&g_ctx[i], NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_ctx_lock);
-    if (c->pid == getpid()) {
+    if (c->pid == blk__pid()) {
         /* As the kernel's io_destroy: what was submitted completes before it returns. */
         struct blk_cqe q[64];
         while (blk_ring__inflight(c->ring) && blk_ring__reap(c->ring, q, 1, 64, 1000000000) >= 0)

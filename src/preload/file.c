@@ -63,6 +63,13 @@ static void file_note(int fd, int flags)
     }
     g_bfd[fd].dev = S_ISBLK(st.st_mode) ? (uint64_t)st.st_rdev : (uint64_t)st.st_dev;
     g_bfd[fd].kernel = 0;
+    static uint32_t gen;
+    uint32_t g = __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
+    g_bfd[fd].gen = g ? g : __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
+    struct statx sx;
+    g_bfd[fd].mem_align = statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)
+                          ? sx.stx_dio_mem_align : 0;
+    g_bfd[fd].iopoll = blk__dev_iopoll(g_bfd[fd].dev);
     g_bfd[fd].on = 1;
 }
 
@@ -131,6 +138,12 @@ void preload_file_init(void)
     c.spin_usec = (int)v;
     slip_env__get(SLIP_ENV_BLOCK_PROBE, &v, err, sizeof(err));
     c.probe = v;
+    slip_env__get(SLIP_ENV_BLOCK_FIXED_FILES, &v, err, sizeof(err));
+    c.fixed_files = v;
+    slip_env__get(SLIP_ENV_BLOCK_BOUNCE, &v, err, sizeof(err));
+    c.bounce = v;
+    slip_env__get(SLIP_ENV_BLOCK_IOPOLL, &v, err, sizeof(err));
+    c.iopoll = (int)v;
     blk__configure(&c);
     slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &v, err, sizeof(err));
     g_dump = v;
@@ -183,7 +196,16 @@ ssize_t file_rw(int fd, bool wr, const struct iovec *iov, int n, off_t off, int 
         blk__probe_note(b->dev, r, now_ns() - t0);
         return x;
     }
-    x = blk__rw(fd, wr ? BLK_OP_WRITE : BLK_OP_READ, iov, n, off, flags);
+    struct blk_file f = { .fd = fd, .gen = b->gen, .mem_align = b->mem_align, .iopoll = b->iopoll };
+    x = blk__rw_file(&f, wr ? BLK_OP_WRITE : BLK_OP_READ, iov, n, off, flags);
+    if (x == -EOPNOTSUPP && f.iopoll) {
+        /* The file cannot be polled (its file system has no iopoll, or no polled ring could be
+         * made): nothing was done; the device goes back to interrupts for good. */
+        blk__dev_iopoll_off(b->dev);
+        b->iopoll = 0;
+        f.iopoll = false;
+        x = blk__rw_file(&f, wr ? BLK_OP_WRITE : BLK_OP_READ, iov, n, off, flags);
+    }
     if (x == -ENOSYS) {
         blk__count_pass(BLK_PASS_NO_RING);
         return kernel_rw(fd, wr, iov, n, off, flags);
@@ -197,6 +219,7 @@ void file_fd_gone(int fd)
 {
     if (g_bfd && fd >= 0 && fd < g_bfd_n) {
         g_bfd[fd].on = 0;
+        blk__file_forget(fd);
         blk__fd_closing(fd);
     }
 }

@@ -11,7 +11,10 @@
 struct bfd {
     uint8_t on;                 /* opened with O_DIRECT on a regular file or block device */
     uint8_t kernel;             /* the probe gave its device to the kernel: no engine, no lookup */
+    uint8_t iopoll;             /* its device's requests go to a polled ring */
     uint64_t dev;               /* the device the probe decides for */
+    uint32_t gen;               /* new for every open of this number (the engine's registered-file slots) */
+    uint32_t mem_align;         /* O_DIRECT buffer alignment (statx dio_mem_align; 0 unknown) */
 };
 
 extern struct bfd *g_bfd;       /* NULL until the block path is on; as long as g_pre.fds */

@@ -3,6 +3,7 @@
  * it prints ("step result errno [data digest]") must be the same. Usage:
  *   blk_ops file PATH     a regular file (created; O_APPEND, ftruncate, fork, exec, threads, libaio)
  *   blk_ops dev PATH      a block device the test made (loop, zram): reads, writes, errors, libaio
+ *   blk_ops eio PATH      a file whose blocks the device fails (EIO): every way to read and write it
  * It prints the block engine's counters of its own process to stderr at the end (when the shim
  * made them), so the test can tell that the engine, not the kernel, did the work. */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -250,6 +252,16 @@ static void common_steps(int fd, bool dev)
     step("offset.dup", lseek(d, 0, SEEK_CUR));
     step("close.dup", close(d));
     step("pread.closed", pread(d, buf, BS, 0));
+    /* close lets the open file go (the engine's registered-file slot must not keep it): its
+     * flock lock ends, so another open file can take the lock at once. */
+    int l = open(path, O_RDWR | O_DIRECT);
+    step("flock.open", l >= 0);
+    step("flock.lock", flock(l, LOCK_EX));
+    step_data("flock.pread", pread(l, buf, BS, 0), buf);
+    step("flock.close", close(l));
+    int l2 = open(path, O_RDWR);
+    step("flock.after_close", flock(l2, LOCK_EX | LOCK_NB));
+    close(l2);
     int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 100);
     step("fdupfd", d2 >= 100);
     step_data("pread.fdupfd", pread(d2, buf, BS, 0), buf);
@@ -260,6 +272,49 @@ static void common_steps(int fd, bool dev)
     close(ro);
 }
 
+/* A file whose blocks lie where the device fails every request: the device's EIO comes back from
+ * each call, and from libaio as the event's result. */
+static int eio_steps(void)
+{
+    int fd = open(path, O_RDWR | O_DIRECT);
+    if (step("open", fd >= 0) <= 0)
+        return 1;
+    fill(pat, 4 * BS, 3);
+    step("eio.pread", pread(fd, buf, BS, 0));
+    step("eio.pread_16k", pread(fd, buf, 4 * BS, BS));
+    step("eio.pwrite", pwrite(fd, pat, BS, 0));
+    struct iovec v[2] = { { buf, BS }, { buf + BS, BS } }, w[2] = { { pat, BS }, { pat + BS, BS } };
+    step("eio.preadv", preadv(fd, v, 2, 2 * BS));
+    step("eio.pwritev2_dsync", pwritev2(fd, w, 2, 2 * BS, RWF_DSYNC));
+    aio_context_t ctx = 0;
+    if (step("eio.aio_setup", io_setup(8, &ctx)) == 0) {
+        struct iocb cb[2];
+        struct iocb *cbs[2] = { &cb[0], &cb[1] };
+        memset(cb, 0, sizeof(cb));
+        cb[0].aio_fildes = cb[1].aio_fildes = (uint32_t)fd;
+        cb[0].aio_lio_opcode = IOCB_CMD_PREAD;
+        cb[1].aio_lio_opcode = IOCB_CMD_PWRITE;
+        cb[0].aio_buf = (uint64_t)(uintptr_t)buf;
+        cb[1].aio_buf = (uint64_t)(uintptr_t)pat;
+        cb[0].aio_nbytes = cb[1].aio_nbytes = BS;
+        cb[1].aio_offset = BS;
+        cb[0].aio_data = 10;
+        cb[1].aio_data = 11;
+        step("eio.aio_submit", io_submit(ctx, 2, cbs));
+        struct io_event ev[2];
+        int n = io_getevents(ctx, 2, 2, ev, NULL);
+        step("eio.aio_events", n);
+        for (int i = 0; i < n; i++)     /* in data order: completion order is the device's */
+            for (int j = 0; j < n; j++)
+                if (ev[j].data == (uint64_t)(10 + i))
+                    printf("%-28s %lld\n", i ? "eio.aio_write_res" : "eio.aio_read_res", (long long)ev[j].res);
+        io_destroy(ctx);
+    }
+    step("close", close(fd));
+    counters();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "after-exec")) {
@@ -267,9 +322,15 @@ int main(int argc, char **argv)
         pat = aligned_alloc(BS, 64 * BS);
         return after_exec(atoi(argv[3]));
     }
-    if (argc != 3 || (strcmp(argv[1], "file") && strcmp(argv[1], "dev"))) {
-        fprintf(stderr, "usage: blk_ops file|dev PATH\n");
+    if (argc != 3 || (strcmp(argv[1], "file") && strcmp(argv[1], "dev") && strcmp(argv[1], "eio"))) {
+        fprintf(stderr, "usage: blk_ops file|dev|eio PATH\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "eio")) {
+        path = argv[2];
+        buf = aligned_alloc(BS, 64 * BS);
+        pat = aligned_alloc(BS, 64 * BS);
+        return eio_steps();
     }
     bool dev = !strcmp(argv[1], "dev");
     path = argv[2];
@@ -318,6 +379,20 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         step("fork.child", WIFEXITED(st) ? WEXITSTATUS(st) : 100);
         step_data("fork.parent_read", pread(fd, buf, BS, 11 * BS), buf);
+#ifdef SYS_fork
+        /* A child made without atfork handlers (the raw fork syscall, as _Fork or clone() make
+         * one): it must not take its parent's rings for its own either. */
+        pid = (pid_t)syscall(SYS_fork);
+        if (pid == 0) {
+            fill(pat, BS, 13);
+            _exit(pwrite(fd, pat, BS, 13 * BS) == BS && !thread_main((void *)(intptr_t)(fd << 8 | 7)) ? 0 : 1);
+        }
+        step("rawfork.parent_io_bad", (long)thread_main((void *)(intptr_t)(fd << 8 | 8)));
+        st = 0;
+        waitpid(pid, &st, 0);
+        step("rawfork.child", WIFEXITED(st) ? WEXITSTATUS(st) : 100);
+        step_data("rawfork.parent_read", pread(fd, buf, BS, 13 * BS), buf);
+#endif
         /* Threads, each on its own ring. */
         pthread_t th[4];
         for (int t = 0; t < 4; t++)

@@ -553,7 +553,8 @@ static void check_block(struct doctor *d)
                          : !strncmp(e->d_name, "loop", 4) ? "loop" : "?";
         bool inline_dev = !strncmp(e->d_name, "zram", 4) || !strncmp(e->d_name, "ram", 3);
         if (buf[0] == '1')
-            report(d, DOCTOR_OK, "block path: %s (%s): polled completion (IOPOLL) available, not used yet", e->d_name, dn);
+            report(d, DOCTOR_OK, "block path: %s (%s): polled completion (IOPOLL) available: the engine polls "
+                   "this device's queue instead of sleeping until the interrupt (SLIP_BLOCK_IOPOLL=1)", e->d_name, dn);
         else
             report(d, DOCTOR_OK, "block path: %s (%s): IOPOLL unavailable (no poll queues): completions come by "
                    "interrupt and are reaped from the ring in user space%s", e->d_name, dn,
