@@ -19,6 +19,9 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high)
         pkt_queue__init(&sh->neigh[i].q);
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
         sh->reass[i].frags = SLIP_NIL;
+    sh->next_id6 = 1;
+    for (unsigned i = 0; i < IP6_NEIGH_SLOTS; i++)
+        pkt_queue__init(&sh->neigh6[i].q);
 }
 
 static int drop(struct ip_env *env, slip_idx_t pkt, uint64_t *counter)
