@@ -169,7 +169,9 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high);
 
 /* Validates one received Ethernet frame (already adopted as pkt). Returns 1 with *out filled when
  * a datagram is ready for the transport layer (its buffers are then the caller's), 0 when the
- * frame was consumed: dropped and counted, or held for reassembly. */
+ * frame was consumed: dropped and counted, or held for reassembly, IP_INPUT_IPV6 when it is an
+ * IPv6 frame, left as it was for ip6_input (ip6.h). */
+#define IP_INPUT_IPV6 2
 int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx *out);
 
 /* Reassembly (RFC 791 §3.2, with RFC 5722-style rejection of overlaps as Linux does for IPv4).

@@ -43,8 +43,11 @@ int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx 
     c->rx_frames++;
     if (wire_eth__parse(frame, m->len, &eth) < 0)
         return drop(env, pkt, &c->rx_bad_eth);
-    if (eth.type != WIRE_ETHERTYPE_IPV4)
+    if (eth.type != WIRE_ETHERTYPE_IPV4) {
+        if (eth.type == WIRE_ETHERTYPE_IPV6)
+            return IP_INPUT_IPV6;   /* untouched: the caller hands it to ip6_input */
         return drop(env, pkt, &c->rx_not_ipv4);
+    }
 
     rc = wire_ipv4__parse(frame + WIRE_ETH_HLEN, m->len - WIRE_ETH_HLEN, &ip, 0);
     if (rc < 0) {

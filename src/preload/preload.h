@@ -225,6 +225,22 @@ void pre_sa_fill(const struct pfd *p, struct sockaddr *sa, socklen_t *len, uint3
 bool pre_v6only(int fd);
 int pre_v6_autobind(int fd);
 
+/* UDP on AF_INET6 sockets with native IPv6 (udp6.c). pre_sa_v6: a native (not v4-mapped)
+ * sockaddr_in6, with its scope id for a link-local address. pre_sa_fill_peer: the peer of a
+ * datagram of either family as p's family names it. pre_udp6_autobind: an unbound AF_INET6 UDP
+ * socket gets [::]:0 in the kernel and the stack (dual-stack unless v6-only). pre_udp6_bind: 1
+ * when sa is not native IPv6 (the caller goes on), else bind's result (released to the kernel
+ * when the stack does not own the address). pre_udp6_dst: 1 when sa is a native IPv6
+ * destination the stack carries for p, -1 when native but the kernel's, 0 when not native. */
+struct wire_ipv6_addr;
+struct udp_peer;
+bool pre_sa_v6(const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *a, uint32_t *scope, uint16_t *port);
+void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct udp_peer *peer);
+int pre_udp6_autobind(int fd, struct pfd *p);
+int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
+int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
+                 uint32_t *scope, uint16_t *port);
+
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);
 

@@ -181,6 +181,9 @@ void tcp_res_release(struct slip_stack *s, struct tcp_res *r);
 bool tcp_res_done(struct slip_stack *s, unsigned i);
 void tcp_res_reap(struct slip_stack *s);
 
+/* sock_udp6.c: lock held */
+void udp6_unclaim(struct slip_stack *s, int sock);
+
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
 

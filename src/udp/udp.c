@@ -74,6 +74,7 @@ int udp_sock__connect(struct udp_shared *sh, slip_idx_t s, be32 raddr, uint16_t 
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_BOUND)
         return -EINVAL;
+    memset(&u->raddr6, 0, sizeof(u->raddr6));   /* an IPv6 peer no more (udp6.c) */
     if (raddr == 0 || rport == 0) {
         u->connected = 0;
         u->raddr = 0;
@@ -326,6 +327,8 @@ ssize_t udp_sock__send(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_BOUND)
         return -EINVAL;
+    if (u->v6only)
+        return -ENETUNREACH;    /* udpv6_sendmsg: no IPv4 (v4-mapped) on a v6-only socket */
     if (!dst) {
         if (!u->connected)
             return -EDESTADDRREQ;

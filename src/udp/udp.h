@@ -45,6 +45,7 @@ struct udp_sock {
     /* IPv6 (udp6.c): a socket in the IPv6 demux (hash6) as well as, for a dual-stack one bound
      * to ::, the IPv4 one. Kept after the IPv4 fields so the IPv4 path touches the same lines. */
     uint8_t in6;                /* in hash6 */
+    uint8_t v6only;             /* in hash6 only, not in the IPv4 demux */
     uint8_t tclass;             /* IPV6_TCLASS */
     uint8_t hops;               /* IPV6_UNICAST_HOPS, 0: the default */
     slip_idx_t hnext6;

@@ -53,6 +53,7 @@ int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_
     } else {
         u->lport = lport;
         u->state = UDPS_BOUND;
+        u->v6only = 1;
     }
     u->laddr6 = *laddr6;
     u->scope = scope;

@@ -34,6 +34,9 @@ int steer__set_xsk(struct steer *s, uint32_t stack, uint32_t queue_id, int xsk_f
 int steer__clear_xsk(struct steer *s, uint32_t stack, uint32_t queue_id);
 int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v);
 int steer__del(struct steer *s, const struct steer_key *k);
+/* IPv6 flows (slip_owned6). -EOPNOTSUPP when an adopted attachment could not find that map. */
+int steer__add6(struct steer *s, const struct steer_key6 *k, const struct steer_val *v);
+int steer__del6(struct steer *s, const struct steer_key6 *k);
 /* Sums the per-CPU counters into out[STEER_C__MAX]. */
 int steer__counters(struct steer *s, uint64_t *out);
 /* Human-readable counter names, index by enum steer_counter. */

@@ -61,7 +61,8 @@ static inline slip_idx_t rx6(struct harness *h, const char *src, const char *dst
     struct wire_ipv6_repr ip = { .src = a6(src), .dst = a6(dst), .proto = first_next, .hop_limit = 64,
                                  .payload_len = (uint16_t)(elen + plen) };
     wire_ipv6__emit(&ip, d + WIRE_ETH_HLEN);
-    memcpy(d + WIRE_ETH_HLEN + WIRE_IPV6_HLEN, ext, elen);
+    if (elen)
+        memcpy(d + WIRE_ETH_HLEN + WIRE_IPV6_HLEN, ext, elen);
     memcpy(d + WIRE_ETH_HLEN + WIRE_IPV6_HLEN + elen, payload, plen);
     pkt__meta(&h->pool, p)->len = (uint16_t)(WIRE_ETH_HLEN + WIRE_IPV6_HLEN + elen + plen);
     return p;
