@@ -173,3 +173,41 @@ def test_udp6_connected_port_unreachable(bed, slip):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["refused", a.addr6], r.stdout
     assert kb["Udp6OutDatagrams"] == 0 and kb["Icmp6InDestUnreachs"] == 0, kb
+
+
+RECV_OPTS = ("import socket, struct, sys\n"
+             "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+             "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)\n"
+             "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)\n"
+             "s.bind(('::', int(sys.argv[1]))); s.settimeout(10); print('ready', flush=True)\n"
+             "for _ in range(2):\n"
+             "    d, anc, fl, p = s.recvmsg(100, 256)\n"
+             "    got = {t: struct.unpack('i', v[:4])[0] for _, t, v in anc}\n"
+             "    print(d.decode(), got.get(socket.IPV6_TCLASS), got.get(socket.IPV6_HOPLIMIT), flush=True)\n")
+
+SEND_OPTS = ("import socket, sys\n"
+             "u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+             "u.sendto(b'plain', (sys.argv[1], int(sys.argv[2])))\n"
+             "u.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, 0x28)\n"
+             "u.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, 7)\n"
+             "u.sendto(b'marked', (sys.argv[1], int(sys.argv[2])))\n")
+
+
+def test_udp6_tclass_and_hop_limit_honoured(bed, slip):
+    """IPV6_TCLASS and IPV6_UNICAST_HOPS set by the application reach the wire on datagrams the
+    stack sends (the kernel peer reads them with IPV6_RECVTCLASS / IPV6_RECVHOPLIMIT)."""
+    a, b = bed
+    rx = a.popen([PY, "-c", RECV_OPTS, str(PORT)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        b6 = snmp6(b)
+        r = b.run(slip([PY, "-c", SEND_OPTS, a.addr6, str(PORT)]), timeout=30)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out, _ = rx.communicate(timeout=15)
+        kb = diff(snmp6(b), b6)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+    assert out.split("\n")[:2] == ["plain 0 64", "marked 40 7"], out
+    assert kb["Udp6OutDatagrams"] == 0, kb
