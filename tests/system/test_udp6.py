@@ -211,3 +211,44 @@ def test_udp6_tclass_and_hop_limit_honoured(bed, slip):
             rx.wait()
     assert out.split("\n")[:2] == ["plain 0 64", "marked 40 7"], out
     assert kb["Udp6OutDatagrams"] == 0, kb
+
+
+PMTU_CLIENT = ("import socket, sys\n"
+               "u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.settimeout(1)\n"
+               "data = bytes(range(256)) * 6 + bytes(range(64))\n"
+               "for attempt in range(1, 6):\n"
+               "    u.sendto(data, (sys.argv[1], int(sys.argv[2])))\n"
+               "    try:\n"
+               "        d, p = u.recvfrom(65536)\n"
+               "    except socket.timeout:\n"
+               "        continue\n"
+               "    assert d[:len(data)] == data\n"
+               "    print('ok', attempt); break\n"
+               "else:\n"
+               "    print('lost')\n")
+
+
+def test_udp6_pmtu_through_small_mtu_router(make_testbed, slip):
+    """a -- r -- b with a 1280-byte MTU on the a-r link: b's first 1600-byte datagram, fragmented
+    for b's 1500-byte link, dies at r, whose ICMPv6 packet too big reaches b's stack (steered for
+    the owned flow), which then fragments to 1280: a later attempt gets through, and b's kernel
+    handled neither the datagrams nor the ICMPv6 error."""
+    tb = make_testbed(Topology(hosts=("a", "b"), router=True, ipv6=True))
+    a, b, r = tb.host("a"), tb.host("b"), tb.host("r")
+    for h in (a, r):    # both ends of the a-r link (a veth drops frames above its own MTU)
+        h.run(["ip", "link", "set", "dev", "veth0", "mtu", "1280"], check=True)
+    assert b.run(["ping", "-6", "-c", "1", "-W", "3", a.addr6]).returncode == 0
+    b.run(["ip", "-6", "route", "flush", "cache"])
+    echo = a.popen([PY, "-c", ECHO, str(PORT)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout.readline().strip() == "ready"
+        b6 = snmp6(b)
+        res = b.run(slip([PY, "-c", PMTU_CLIENT, a.addr6, str(PORT)]), timeout=30)
+        kb = diff(snmp6(b), b6)
+    finally:
+        echo.kill()
+        echo.wait()
+    assert res.returncode == 0, res.stderr[-2000:]
+    words = res.stdout.split()
+    assert words[:1] == ["ok"] and int(words[1]) >= 2, res.stdout     # the first one was too big
+    assert kb["Udp6OutDatagrams"] == 0 and kb["Icmp6InPktTooBigs"] == 0, kb
