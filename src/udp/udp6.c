@@ -253,7 +253,9 @@ ssize_t udp_sock__recv6(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t
     if (from) {
         memset(from, 0, sizeof(*from));
         from->port = ntoh16(m->port);
-        if (m->frag_off == UDP6_META_MARK) {
+        /* The queue is in shared memory: an offset too small to hold the peer (never one
+         * udp6_input made) gives no address rather than a read before the frame. */
+        if (m->frag_off == UDP6_META_MARK && m->off >= UDP6_PEER_BYTES) {
             const uint8_t *peer = pkt__data(pool, p) - UDP6_PEER_BYTES;
             from->v6 = true;
             memcpy(&from->scope, peer, 4);
