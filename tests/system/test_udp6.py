@@ -7,6 +7,7 @@ accelerated host's kernel counted none of the UDP datagrams (/proc/net/snmp6), w
 counted them all; ping -6 of the accelerated host keeps working (the kernel's)."""
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -131,9 +132,13 @@ KCLIENT = ("import json, socket, sys\n"
 def test_udp6_dualstack_server_both_families(bed, slip):
     """An accelerated server on [::] (dual-stack, Python's default) serves a kernel client over
     native IPv6 and over IPv4 from one socket: the peer addresses are what Linux reports (native,
-    and ::ffff:a.b.c.d), and b's kernel saw none of the datagrams."""
+    and ::ffff:a.b.c.d), and b's kernel saw none of the datagrams; a kernel TCP server on b's
+    IPv6 address keeps serving curl -6 meanwhile."""
     a, b = bed
     srv = b.popen(slip([PY, "-c", SERVER, str(PORT), "4"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a kernel TCP server on the same interface, over IPv6: untouched by the steering program
+    web = b.popen([PY, "-m", "http.server", "--bind", "::", "8088"], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
     try:
         assert srv.stdout.readline().strip() == "ready"
         assert xdp_attached(b)
@@ -141,7 +146,17 @@ def test_udp6_dualstack_server_both_families(bed, slip):
         r = a.run([PY, "-c", KCLIENT, str(PORT), b.addr6, b.addr], timeout=60)
         kb = diff(snmp6(b), b6)
         out, err = srv.communicate(timeout=30)
+        code = ""
+        for _ in range(50):
+            code = a.run(["curl", "-6", "-g", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
+                          f"http://[{b.addr6}]:8088/"]).stdout
+            if code == "200":
+                break
+            time.sleep(0.1)
+        assert code == "200", code
     finally:
+        web.kill()
+        web.wait()
         if srv.poll() is None:
             srv.kill()
             srv.wait()
