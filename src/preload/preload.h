@@ -69,6 +69,7 @@ struct pfd {
     uint32_t via_us_seq;
     /* SO_ZEROCOPY (zerocopy.c): on, the next notification id, the pending range [lo, hi]. */
     uint8_t zerocopy, zc_pending;
+    uint8_t recvpktinfo6;       /* IPV6_RECVPKTINFO on an AF_INET6 UDP socket (udp6.c) */
     uint32_t zc_next, zc_lo, zc_hi;
 };
 
@@ -240,6 +241,10 @@ int pre_udp6_autobind(int fd, struct pfd *p);
 int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
 int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
                  uint32_t *scope, uint16_t *port);
+/* Appends an IPV6_PKTINFO control message (dst, ifindex) to m if its buffer (room bytes) holds
+ * it, else sets MSG_CTRUNC, as Linux's put_cmsg. */
+struct msghdr;
+void pre_put_pktinfo6(struct msghdr *m, size_t room, const struct wire_ipv6_addr *dst, uint32_t ifindex);
 
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);

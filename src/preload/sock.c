@@ -839,6 +839,8 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         memcpy(&v, val, sizeof(v));
     if (level == SOL_SOCKET && opt == SO_ZEROCOPY)
         p->zerocopy = v != 0;       /* the kernel socket accepted it: completions come from zerocopy.c */
+    if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && opt == IPV6_RECVPKTINFO)
+        p->recvpktinfo6 = v != 0;   /* udp6.c adds IPV6_PKTINFO to the stack's IPv6 datagrams */
     if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS)) {
         /* For the stack's native IPv6 datagrams: the value as the kernel socket kept it (-1
          * becomes its default). */
@@ -1054,7 +1056,7 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
 }
 
 static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl,
-                        int *mflags)
+                        int *mflags, struct udp_peer *peer_out)
 {
     struct slip_stack *s = g_pre.stack;
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
@@ -1071,6 +1073,8 @@ static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags,
                 pre_sa_fill_peer(p, sa, sl, &peer);
             else
                 pre_sa_fill(p, sa, sl, a, port);
+            if (peer_out && p->v6)
+                *peer_out = peer;
             if (mflags && (size_t)full > len)
                 *mflags |= MSG_TRUNC;
             return (flags & MSG_TRUNC) ? full : (ssize_t)SLIP_MIN((size_t)full, len);
@@ -1162,7 +1166,7 @@ ssize_t pre_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa
     if (!p || p->kind == PFD_EPOLL)
         return real_recvfrom(fd, buf, n, flags, sa, sl);
     if (p->kind == PFD_UDP)
-        return udp_recv(fd, p, buf, n, flags, sa, sl, NULL);
+        return udp_recv(fd, p, buf, n, flags, sa, sl, NULL, NULL);
     ssize_t r = tcp_recv(p, buf, n, flags);
     if (r >= 0 && sa && sl)
         *sl = 0;
@@ -1301,6 +1305,7 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         return r < 0 ? set_errno((int)r) : r;
     }
     m->msg_flags = 0;
+    size_t ctl_room = m->msg_control ? m->msg_controllen : 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {
         /* Gather into the first iovec piece when there is one; else a bounce buffer. */
@@ -1311,11 +1316,15 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         for (size_t i = 0; i < m->msg_iovlen; i++)
             cap += m->msg_iov[i].iov_len;
         socklen_t nl = m->msg_namelen;
+        struct udp_peer peer = { 0 };
+        size_t ctl_cap = ctl_room;
         ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, (size_t)PRELOAD_SCRATCH_BYTES), flags & ~MSG_TRUNC,
-                             m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags);
+                             m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags, &peer);
         if (r < 0)
             return r;
         m->msg_namelen = m->msg_name ? nl : 0;
+        if (p->recvpktinfo6 && peer.has_dst)
+            pre_put_pktinfo6(m, ctl_cap, &peer.dst, peer.ifindex);
         size_t off = 0;
         for (size_t i = 0; i < m->msg_iovlen && off < (size_t)r; i++) {
             size_t k = SLIP_MIN(m->msg_iov[i].iov_len, (size_t)r - off);

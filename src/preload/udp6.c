@@ -93,3 +93,20 @@ int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
         return -1;      /* bound to an IPv4 (mapped) address: the kernel's */
     return slip_stack__routes_via_us6(g_pre.stack, dst, *scope) ? 1 : -1;
 }
+
+void pre_put_pktinfo6(struct msghdr *m, size_t room, const struct wire_ipv6_addr *dst, uint32_t ifindex)
+{
+    struct in6_pktinfo pi = { .ipi6_ifindex = ifindex };
+    memcpy(&pi.ipi6_addr, dst, 16);
+    size_t need = CMSG_SPACE(sizeof(pi));
+    if (!m->msg_control || room < CMSG_LEN(sizeof(pi))) {
+        m->msg_flags |= MSG_CTRUNC;
+        return;
+    }
+    struct cmsghdr *h = (struct cmsghdr *)m->msg_control;
+    h->cmsg_level = IPPROTO_IPV6;
+    h->cmsg_type = IPV6_PKTINFO;
+    h->cmsg_len = CMSG_LEN(sizeof(pi));
+    memcpy(CMSG_DATA(h), &pi, sizeof(pi));
+    m->msg_controllen = room < need ? room : need;
+}

@@ -104,6 +104,11 @@ struct udp_peer {
     struct wire_ipv6_addr a6;
     uint32_t scope;             /* receiving interface of a link-local source */
     uint16_t port;              /* host order */
+    /* IPv6 datagrams only: the destination they were sent to and the receiving interface
+     * (IPV6_PKTINFO). */
+    bool has_dst;
+    struct wire_ipv6_addr dst;
+    uint32_t ifindex;
 };
 
 /* Enters an open socket in the IPv6 demux at (laddr6, lport); laddr6 :: is any. dual: also in

@@ -1,7 +1,7 @@
 /* UDP over IPv6 (RFC 768 with RFC 8200 §8.1): a second demux table on the local port whose
  * entries carry 16-byte addresses, the mandatory checksum over the IPv6 pseudo-header, and the
- * datagram's IPv6 source kept in its own frame (the 20 bytes before the payload held headers we
- * no longer need), so a receive queue holds IPv4 and IPv6 datagrams alike and the IPv4 path and
+ * datagram's IPv6 source and destination kept in its own frame (the 40 bytes before the payload
+ * held headers we no longer need), so a receive queue holds IPv4 and IPv6 datagrams alike and the IPv4 path and
  * struct pkt_meta are unchanged. A dual-stack socket bound to :: is in both tables. */
 #include "udp/udp.h"
 
@@ -14,9 +14,10 @@
 /* pkt_meta.frag_off of a queued IPv6 datagram's head buffer (IPv4 ones have 0 there: a delivered
  * head is always at offset 0 of its datagram). */
 #define UDP6_META_MARK 0xffffu
-/* The source address and scope written before the payload: 16 + 4 bytes, within the UDP header
- * and the IPv6 header (or extension headers) that preceded it in the same frame. */
-#define UDP6_PEER_BYTES 20
+/* Written before the payload, over the UDP header and the IPv6 header (or extension headers) that
+ * preceded it in the same frame: destination (16), receiving interface (4), source scope (4),
+ * source (16). */
+#define UDP6_PEER_BYTES 40
 
 static unsigned bucket(uint16_t lport)
 {
@@ -191,8 +192,8 @@ void udp6_input(struct ip_env *env, struct udp_shared *sh, const struct ip6_rx *
     }
     struct udp_sock *u = &sh->socks[s];
     uint32_t plen = ulen - WIRE_UDP_HLEN;
-    /* The peer is written over the UDP header and what precedes it, which ip6_input left in the
-     * frame: at least an Ethernet and an IPv6 header, far more than 20 bytes. */
+    /* The addresses are written over the UDP header and what precedes it, which ip6_input left
+     * in the frame: at least an Ethernet and an IPv6 header, more than the 40 bytes needed. */
     if (u->rcvq.bytes + plen > u->rcvbuf || m->off < UDP6_PEER_BYTES - WIRE_UDP_HLEN) {
         sh->c.rx_rcvbuf_drop++;
         u->rx_drops++;
@@ -204,8 +205,10 @@ void udp6_input(struct ip_env *env, struct udp_shared *sh, const struct ip6_rx *
     m->total = plen;
     uint8_t *peer = pkt__data(pool, rx->pkt) - UDP6_PEER_BYTES;
     uint32_t scope = wire_ipv6__is_link_local(&rx->ip.src) ? rx->ifindex : 0;
-    memcpy(peer, &scope, 4);
-    memcpy(peer + 4, &rx->ip.src, 16);
+    memcpy(peer, &rx->ip.dst, 16);     /* rx->ip is a copy: the header bytes may be overwritten */
+    memcpy(peer + 16, &rx->ifindex, 4);
+    memcpy(peer + 20, &scope, 4);
+    memcpy(peer + 24, &rx->ip.src, 16);
     m->frag_off = UDP6_META_MARK;
     m->addr = 0;
     m->port = hton16(sport);
@@ -258,8 +261,11 @@ ssize_t udp_sock__recv6(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t
         if (m->frag_off == UDP6_META_MARK && m->off >= UDP6_PEER_BYTES) {
             const uint8_t *peer = pkt__data(pool, p) - UDP6_PEER_BYTES;
             from->v6 = true;
-            memcpy(&from->scope, peer, 4);
-            memcpy(&from->a6, peer + 4, 16);
+            from->has_dst = true;
+            memcpy(&from->dst, peer, 16);
+            memcpy(&from->ifindex, peer + 16, 4);
+            memcpy(&from->scope, peer + 20, 4);
+            memcpy(&from->a6, peer + 24, 16);
         } else {
             from->v4 = m->addr;
         }

@@ -6,6 +6,7 @@ what a program can observe; ports the kernel picks are reported as "set" only.
 """
 import select
 import socket
+import struct
 
 V6, UDP = socket.AF_INET6, socket.SOCK_DGRAM
 IP6 = socket.IPPROTO_IPV6
@@ -99,6 +100,25 @@ def sc_udp_dualstack_both(m, o):
     u.sendto(b"six", (m.PEER6, m.UDPECHO))
     d, src = u.recvfrom(100)
     o["v6"] = [d.decode(), list(src)]
+    u.close()
+
+
+def sc_udp_recvpktinfo(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    u.setsockopt(IP6, socket.IPV6_RECVPKTINFO, 1)
+    u.sendto(b"pi", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 256)
+    o["first"] = [d, fl, [[lvl, typ, socket.inet_ntop(V6, data[:16]), struct.unpack("I", data[16:20])[0], len(data)]
+                          for lvl, typ, data in anc]]
+    # a control buffer too small for even a header: nothing, MSG_CTRUNC
+    u.sendto(b"small", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 8)
+    o["small_buffer"] = [d, fl & socket.MSG_CTRUNC != 0, len(anc)]
+    u.setsockopt(IP6, socket.IPV6_RECVPKTINFO, 0)
+    u.sendto(b"off", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 256)
+    o["off"] = [d, fl, len(anc)]
     u.close()
 
 

@@ -79,6 +79,9 @@ TEST(test_udp6_receive_source_and_checksum)
     CHECK_ADDR(p.a6, "2001:2::1");
     CHECK(p.port, ==, 4000);
     CHECK(p.scope, ==, 0);
+    CHECK(p.has_dst, ==, true);             /* IPV6_PKTINFO's destination and interface */
+    CHECK_ADDR(p.dst, "2001:2::2");
+    CHECK(p.ifindex, ==, H_IFINDEX);
     /* zero checksum: forbidden over IPv6; corrupted: dropped */
     deliver6(&h, u, "2001:2::1", "2001:2::2", 4000, 53, "x", 1, 1);
     deliver6(&h, u, "2001:2::1", "2001:2::2", 4000, 53, "x", 1, 2);
@@ -147,6 +150,7 @@ TEST(test_udp6_dual_stack_one_queue_both_families)
     struct udp_peer p;
     CHECK(udp_sock__recv6(u, &h.pool, d, out, sizeof(out), &p, 0), ==, 4);
     CHECK(p.v6, ==, false);
+    CHECK(p.has_dst, ==, false);
     CHECK(p.v4, ==, ip4(198, 18, 0, 1));
     CHECK(p.port, ==, 1111);
     CHECK(udp_sock__recv6(u, &h.pool, d, out, sizeof(out), &p, 0), ==, 3);
