@@ -44,12 +44,23 @@ void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, 
     *len = sizeof(s6);
 }
 
-int pre_udp6_autobind(int fd, struct pfd *p)
+/* [::] for both families; without an IPv6 steering map (an attachment adopted after exec by a
+ * process that may not look up the program's maps) a dual-stack socket keeps IPv4 only, as
+ * before IPv6 was carried. */
+static int bind_any(int fd, struct pfd *p, uint32_t scope, bool dual)
 {
     static const struct wire_ipv6_addr any;
+    int rc = slip_udp6__bind_bound(g_pre.stack, p->sock, &any, scope, dual, fd);
+    if (rc == -EOPNOTSUPP && dual)
+        rc = slip_udp__bind_bound(g_pre.stack, p->sock, 0, fd);
+    return rc;
+}
+
+int pre_udp6_autobind(int fd, struct pfd *p)
+{
     int rc = pre_v6_autobind(fd);
     if (rc == 0)
-        rc = slip_udp6__bind_bound(g_pre.stack, p->sock, &any, 0, !pre_v6only(fd), fd);
+        rc = bind_any(fd, p, 0, !pre_v6only(fd));
     return rc;
 }
 
@@ -71,7 +82,8 @@ int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
      * the port); the stack takes the same address and port. */
     if (real_bind(fd, sa, len) < 0)
         return -1;
-    int rc = slip_udp6__bind_bound(g_pre.stack, p->sock, &a, scope, is_any && !pre_v6only(fd), fd);
+    int rc = is_any ? bind_any(fd, p, scope, !pre_v6only(fd))
+                    : slip_udp6__bind_bound(g_pre.stack, p->sock, &a, scope, false, fd);
     if (rc < 0) {
         /* No IPv6 claim possible (an adopted steering program without slip_owned6): the kernel
          * socket, already bound, carries the socket, with one warning line. */
