@@ -47,7 +47,7 @@ static int attr_collect(const struct nlattr *a, void *data)
     return MNL_CB_OK;
 }
 
-static int parse_attrs(const struct nlmsghdr *nlh, size_t hdrlen, const struct nlattr **tb, uint16_t max)
+int ctl_attr__parse(const struct nlmsghdr *nlh, size_t hdrlen, const struct nlattr **tb, uint16_t max)
 {
     struct attr_table at = { tb, max };
     memset(tb, 0, (max + 1u) * sizeof(*tb));
@@ -56,7 +56,7 @@ static int parse_attrs(const struct nlmsghdr *nlh, size_t hdrlen, const struct n
     return mnl_attr_parse(nlh, (unsigned int)hdrlen, attr_collect, &at) == MNL_CB_ERROR ? -EINVAL : 0;
 }
 
-static int attr_u32(const struct nlattr *a, uint32_t *v)
+int ctl_attr__u32(const struct nlattr *a, uint32_t *v)
 {
     if (!a)
         return 0;
@@ -111,13 +111,14 @@ static void purge_ifindex(struct ctl_tables *t, uint32_t ifindex)
             t->neighs[i] = t->neighs[--t->nneighs];
         else
             i++;
+    ctl_apply6__purge(t, ifindex);
 }
 
 static int apply_link(struct ctl_tables *t, const struct nlmsghdr *nlh)
 {
     const struct nlattr *tb[IFLA_MAX + 1];
     const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
-    if (parse_attrs(nlh, sizeof(*ifi), tb, IFLA_MAX) < 0)
+    if (ctl_attr__parse(nlh, sizeof(*ifi), tb, IFLA_MAX) < 0)
         return -EINVAL;
     /* AF_BRIDGE and friends describe ports of a master device, not the device itself. */
     if (ifi->ifi_family != AF_UNSPEC || ifi->ifi_index <= 0)
@@ -138,7 +139,7 @@ static int apply_link(struct ctl_tables *t, const struct nlmsghdr *nlh)
         l = t->links[i];
     uint32_t old_flags = l.flags;
     l.flags = ifi->ifi_flags;
-    if (attr_u32(tb[IFLA_MTU], &l.mtu) < 0)
+    if (ctl_attr__u32(tb[IFLA_MTU], &l.mtu) < 0)
         return -EINVAL;
     if (tb[IFLA_IFNAME]) {
         if (mnl_attr_validate(tb[IFLA_IFNAME], MNL_TYPE_NUL_STRING) < 0)
@@ -169,8 +170,10 @@ static int apply_addr(struct ctl_tables *t, const struct nlmsghdr *nlh)
 {
     const struct nlattr *tb[IFA_MAX + 1];
     const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
-    if (parse_attrs(nlh, sizeof(*ifa), tb, IFA_MAX) < 0)
+    if (ctl_attr__parse(nlh, sizeof(*ifa), tb, IFA_MAX) < 0)
         return -EINVAL;
+    if (ifa->ifa_family == AF_INET6)
+        return ctl_apply6__addr(t, nlh);
     if (ifa->ifa_family != AF_INET || ifa->ifa_prefixlen > 32)
         return 0;
 
@@ -218,7 +221,7 @@ static int metrics_mtu(const struct nlattr *metrics, uint32_t *mtu)
     const struct nlattr *a;
     mnl_attr_for_each_nested(a, metrics) {
         if (mnl_attr_get_type(a) == RTAX_MTU)
-            return attr_u32(a, mtu) < 0 ? -EINVAL : 0;
+            return ctl_attr__u32(a, mtu) < 0 ? -EINVAL : 0;
     }
     return 0;
 }
@@ -248,13 +251,15 @@ static int apply_route(struct ctl_tables *t, const struct nlmsghdr *nlh)
 {
     const struct nlattr *tb[RTA_MAX + 1];
     const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
-    if (parse_attrs(nlh, sizeof(*rtm), tb, RTA_MAX) < 0)
+    if (ctl_attr__parse(nlh, sizeof(*rtm), tb, RTA_MAX) < 0)
         return -EINVAL;
+    if (rtm->rtm_family == AF_INET6)
+        return ctl_apply6__route(t, nlh);
     if (rtm->rtm_family != AF_INET || rtm->rtm_dst_len > 32 || (rtm->rtm_flags & RTM_F_CLONED))
         return 0;
 
     struct ctl_route r = { .prefixlen = rtm->rtm_dst_len, .type = rtm->rtm_type, .table = rtm->rtm_table };
-    if (attr_u32(tb[RTA_TABLE], &r.table) < 0)
+    if (ctl_attr__u32(tb[RTA_TABLE], &r.table) < 0)
         return -EINVAL;
     if (r.table != RT_TABLE_MAIN)
         return 0;
@@ -265,8 +270,8 @@ static int apply_route(struct ctl_tables *t, const struct nlmsghdr *nlh)
         return 0;
     }
     if (attr_in4(tb[RTA_DST], &r.dst) < 0 || attr_in4(tb[RTA_GATEWAY], &r.gateway) < 0 ||
-        attr_in4(tb[RTA_PREFSRC], &r.prefsrc) < 0 || attr_u32(tb[RTA_OIF], &r.oif) < 0 ||
-        attr_u32(tb[RTA_PRIORITY], &r.priority) < 0)
+        attr_in4(tb[RTA_PREFSRC], &r.prefsrc) < 0 || ctl_attr__u32(tb[RTA_OIF], &r.oif) < 0 ||
+        ctl_attr__u32(tb[RTA_PRIORITY], &r.priority) < 0)
         return -EINVAL;
     if (tb[RTA_METRICS] && metrics_mtu(tb[RTA_METRICS], &r.mtu) < 0)
         return -EINVAL;
@@ -306,8 +311,10 @@ static int apply_neigh(struct ctl_tables *t, const struct nlmsghdr *nlh)
 {
     const struct nlattr *tb[NDA_MAX + 1];
     const struct ndmsg *ndm = mnl_nlmsg_get_payload(nlh);
-    if (parse_attrs(nlh, sizeof(*ndm), tb, NDA_MAX) < 0)
+    if (ctl_attr__parse(nlh, sizeof(*ndm), tb, NDA_MAX) < 0)
         return -EINVAL;
+    if (ndm->ndm_family == AF_INET6)
+        return ctl_apply6__neigh(t, nlh);
     /* Proxy-ARP entries are answers we give for others, not neighbours we can reach. */
     if (ndm->ndm_family != AF_INET || (ndm->ndm_flags & NTF_PROXY) || ndm->ndm_ifindex <= 0)
         return 0;

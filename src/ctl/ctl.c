@@ -1,4 +1,4 @@
-/* Netlink side of the control plane: dumps the kernel's links, IPv4 addresses, main-table routes and
+/* Netlink side of the control plane: dumps the kernel's links, IPv4 and IPv6 addresses, main-table routes and
  * neighbours, follows their changes on a socket bound to the rtnetlink groups, and asks the kernel
  * to resolve neighbours. Three libmnl sockets: events (non-blocking, multicast), dump (blocking
  * request/answer) and request (non-blocking, for NTF_USE), so one never reads another's replies. */
@@ -123,6 +123,12 @@ static void publish(struct ctl_tables *t, const struct ctl_tables *s)
     memcpy(t->addrs, s->addrs, s->naddrs * sizeof(s->addrs[0]));
     memcpy(t->routes, s->routes, s->nroutes * sizeof(s->routes[0]));
     memcpy(t->neighs, s->neighs, s->nneighs * sizeof(s->neighs[0]));
+    t->naddrs6 = s->naddrs6;
+    t->nroutes6 = s->nroutes6;
+    t->nneighs6 = s->nneighs6;
+    memcpy(t->addrs6, s->addrs6, s->naddrs6 * sizeof(s->addrs6[0]));
+    memcpy(t->routes6, s->routes6, s->nroutes6 * sizeof(s->routes6[0]));
+    memcpy(t->neighs6, s->neighs6, s->nneighs6 * sizeof(s->neighs6[0]));
     ctl_tables__write_end(t);
 }
 
@@ -134,6 +140,7 @@ static int ctl__resync(struct ctl *c)
     static const struct { uint16_t type; uint8_t family; } dumps[] = {
         { RTM_GETLINK, AF_UNSPEC }, { RTM_GETADDR, AF_INET },
         { RTM_GETROUTE, AF_INET }, { RTM_GETNEIGH, AF_INET },
+        { RTM_GETADDR, AF_INET6 }, { RTM_GETROUTE, AF_INET6 }, { RTM_GETNEIGH, AF_INET6 },
     };
     for (int attempt = 0; attempt < CTL_DUMP_RETRIES; attempt++) {
         memset(c->scratch, 0, sizeof(*c->scratch));
@@ -176,7 +183,8 @@ int ctl__open(struct ctl **out, struct ctl_tables *t)
         goto fail;
     }
     /* Subscribe before dumping so no change falls between the snapshot and the first event. */
-    c->ev = nl_open(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH, true);
+    c->ev = nl_open(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_NEIGH |
+                    RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE, true);
     c->dump = nl_open(0, false);
     c->req = nl_open(0, true);
     if (!c->ev || !c->dump || !c->req) {
@@ -277,6 +285,37 @@ int ctl__process(struct ctl *c)
     return applied;
 }
 
+/* RTM_NEWNEIGH with NTF_USE for (family, ifindex, addr of alen bytes). */
+static int resolve_req(struct ctl *c, uint8_t family, uint32_t ifindex, const void *addr, size_t alen)
+{
+    drain_req(c);
+    char req[MNL_NLMSG_HDRLEN + 64];
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
+    nlh->nlmsg_type = RTM_NEWNEIGH;
+    /* CREATE: neigh_add() answers -ENOENT for an absent entry without it. No REPLACE/EXCL: we add
+     * no lladdr and must not fail on an entry that exists. ACK: the kernel handles the request
+     * inside our sendmsg(), so its answer is already queued when sendto returns. */
+    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
+    nlh->nlmsg_seq = ++c->seq;
+    struct ndmsg *ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
+    ndm->ndm_family = family;
+    ndm->ndm_ifindex = (int)ifindex;
+    ndm->ndm_state = NUD_NONE;
+    /* NTF_USE: the kernel runs neigh_event_send() as if it had a packet to send, i.e. it starts
+     * (or refreshes) resolution and sends the ARP request or neighbour solicitation itself. */
+    ndm->ndm_flags = NTF_USE;
+    mnl_attr_put(nlh, NDA_DST, alen, addr);
+
+    if (mnl_socket_sendto(c->req, nlh, nlh->nlmsg_len) < 0)
+        return errno == EAGAIN ? -EAGAIN : -errno;
+    ssize_t r = recv(mnl_socket_get_fd(c->req), c->buf, sizeof(c->buf), MSG_DONTWAIT);
+    if (r <= 0)
+        return 0;               /* no answer yet: nothing to wait for */
+    if (mnl_cb_run(c->buf, (size_t)r, nlh->nlmsg_seq, mnl_socket_get_portid(c->req), NULL, NULL) == MNL_CB_ERROR)
+        return -errno;
+    return 0;
+}
+
 int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip)
 {
     if (slip_sandbox__limited())
@@ -289,31 +328,19 @@ int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip)
         if (e->ifindex == ifindex && e->addr == ip && (e->state & (NUD_PERMANENT | NUD_NOARP)))
             return 0;
     }
+    return resolve_req(c, AF_INET, ifindex, &ip, sizeof(ip));
+}
 
-    drain_req(c);
-    char req[MNL_NLMSG_HDRLEN + 64];
-    struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
-    nlh->nlmsg_type = RTM_NEWNEIGH;
-    /* CREATE: neigh_add() answers -ENOENT for an absent entry without it. No REPLACE/EXCL: we add
-     * no lladdr and must not fail on an entry that exists. ACK: the kernel handles the request
-     * inside our sendmsg(), so its answer is already queued when sendto returns. */
-    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
-    nlh->nlmsg_seq = ++c->seq;
-    struct ndmsg *ndm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ndm));
-    ndm->ndm_family = AF_INET;
-    ndm->ndm_ifindex = (int)ifindex;
-    ndm->ndm_state = NUD_NONE;
-    /* NTF_USE: the kernel runs neigh_event_send() as if it had a packet to send, i.e. it starts
-     * (or refreshes) resolution and sends the ARP request itself. */
-    ndm->ndm_flags = NTF_USE;
-    mnl_attr_put(nlh, NDA_DST, sizeof(ip), &ip);
-
-    if (mnl_socket_sendto(c->req, nlh, nlh->nlmsg_len) < 0)
-        return errno == EAGAIN ? -EAGAIN : -errno;
-    ssize_t r = recv(mnl_socket_get_fd(c->req), c->buf, sizeof(c->buf), MSG_DONTWAIT);
-    if (r <= 0)
-        return 0;               /* no answer yet: nothing to wait for */
-    if (mnl_cb_run(c->buf, (size_t)r, nlh->nlmsg_seq, mnl_socket_get_portid(c->req), NULL, NULL) == MNL_CB_ERROR)
-        return -errno;
-    return 0;
+int ctl__resolve6(struct ctl *c, uint32_t ifindex, const struct wire_ipv6_addr *ip)
+{
+    if (slip_sandbox__limited())
+        return -EPERM;
+    uint32_t n = SLIP_MIN(c->t->nneighs6, (uint32_t)CTL_MAX_NEIGHS6);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct ctl_neigh6 *e = &c->t->neighs6[i];
+        if (e->ifindex == ifindex && memcmp(&e->addr, ip, sizeof(*ip)) == 0 &&
+            (e->state & (NUD_PERMANENT | NUD_NOARP)))
+            return 0;
+    }
+    return resolve_req(c, AF_INET6, ifindex, ip, sizeof(*ip));
 }

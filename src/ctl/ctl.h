@@ -1,4 +1,4 @@
-/* Control plane: links, IPv4 addresses, routes and neighbours mirrored from the kernel over
+/* Control plane: links, IPv4 and IPv6 addresses, routes and neighbours mirrored from the kernel over
  * netlink (libmnl) into fixed-size tables in the stack's shared memory, kept current by
  * subscribing to rtnetlink groups. Readers use the ctl_tables__* functions, which are pure and
  * never touch a socket. Neighbour resolution asks the kernel (the kernel owns ARP). */
@@ -6,12 +6,16 @@
 #define SLIP_CTL_CTL_H
 
 #include "base/types.h"
+#include "wire/ipv6.h"
 
 #define CTL_MAX_LINKS  64
 #define CTL_MAX_ADDRS  256
 #define CTL_MAX_ROUTES 1024
 #define CTL_MAX_NEIGHS 4096
 #define CTL_IFNAMSIZ   16
+#define CTL_MAX_ADDRS6  256
+#define CTL_MAX_ROUTES6 512
+#define CTL_MAX_NEIGHS6 1024
 
 struct ctl_link {
     uint32_t ifindex;
@@ -47,6 +51,34 @@ struct ctl_neigh {
     uint8_t mac[6];
 };
 
+/* IPv6 (RFC 8200) entries: kept in their own arrays so the IPv4 lookups stay as they were. */
+struct ctl_addr6 {
+    uint32_t ifindex;
+    struct wire_ipv6_addr addr;
+    uint8_t prefixlen;
+    uint8_t scope;              /* RT_SCOPE_* the kernel gave it (link for fe80::/10) */
+    uint32_t flags;             /* IFA_F_*: tentative/deprecated/dadfailed addresses are not sources */
+};
+
+struct ctl_route6 {
+    struct wire_ipv6_addr dst;
+    struct wire_ipv6_addr gateway;  /* :: when directly connected */
+    struct wire_ipv6_addr prefsrc;  /* :: when unset */
+    uint8_t prefixlen;
+    uint8_t type;
+    uint32_t oif;
+    uint32_t mtu;
+    uint32_t priority;
+    uint32_t table;
+};
+
+struct ctl_neigh6 {
+    uint32_t ifindex;
+    struct wire_ipv6_addr addr;
+    uint16_t state;
+    uint8_t mac[6];
+};
+
 /* The mirrored tables. Written by the one process that runs ctl__process(); a reader that may
  * race a writer checks `seq` (odd while an update is in progress) before and after reading. */
 struct ctl_tables {
@@ -58,6 +90,10 @@ struct ctl_tables {
     struct ctl_addr addrs[CTL_MAX_ADDRS];
     struct ctl_route routes[CTL_MAX_ROUTES];
     struct ctl_neigh neighs[CTL_MAX_NEIGHS];
+    uint32_t naddrs6, nroutes6, nneighs6;
+    struct ctl_addr6 addrs6[CTL_MAX_ADDRS6];
+    struct ctl_route6 routes6[CTL_MAX_ROUTES6];
+    struct ctl_neigh6 neighs6[CTL_MAX_NEIGHS6];
 };
 
 /* Seqlock reader side, for a reader in another process or thread than the writer:
@@ -90,6 +126,15 @@ struct ctl_nexthop {
     uint8_t type;               /* RTN_* of the matched route */
 };
 
+/* Result of an IPv6 route lookup. */
+struct ctl_nexthop6 {
+    uint32_t ifindex;
+    struct wire_ipv6_addr src;      /* RFC 6724 §5 choice among the host's addresses, :: if none */
+    struct wire_ipv6_addr nexthop;  /* gateway, or the destination itself on link */
+    uint32_t mtu;
+    uint8_t type;
+};
+
 struct ctl;
 
 /* Opens netlink sockets in the calling process's network namespace, dumps links, addresses,
@@ -105,6 +150,19 @@ int ctl__process(struct ctl *c);
 /* Asks the kernel to resolve ip on ifindex (RTM_NEWNEIGH with NTF_USE): the kernel sends the ARP
  * request and the reply lands in its own table, which reaches us as an update. Never blocks. */
 int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip);
+
+/* IPv6 counterparts. oif: the destination's scope (sin6_scope_id) or a bound device, 0 for any;
+ * a link-local or link-scope multicast destination needs it (-EINVAL without). */
+int ctl__resolve6(struct ctl *c, uint32_t ifindex, const struct wire_ipv6_addr *ip);
+int ctl_tables__route6(const struct ctl_tables *t, const struct wire_ipv6_addr *dst, uint32_t oif,
+                       struct ctl_nexthop6 *out);
+int ctl_tables__neigh6(const struct ctl_tables *t, uint32_t ifindex, const struct wire_ipv6_addr *ip, uint8_t mac[6]);
+/* ifindex of the local address addr (on ifindex when not 0), or 0 when it is not ours. */
+uint32_t ctl_tables__local6(const struct ctl_tables *t, const struct wire_ipv6_addr *addr, uint32_t ifindex);
+/* Source address selection (RFC 6724 §5, rules 1, 2, 3, 5 and 8) for dst leaving through
+ * ifindex; false when the host has no usable address. */
+bool ctl_tables__select_src6(const struct ctl_tables *t, uint32_t ifindex, const struct wire_ipv6_addr *dst,
+                             struct wire_ipv6_addr *src);
 
 /* Longest-prefix match over the main table (ties broken by lowest metric). 0, or -ENETUNREACH. */
 int ctl_tables__route(const struct ctl_tables *t, be32 dst, struct ctl_nexthop *out);

@@ -17,6 +17,18 @@
  * message (which leaves t unchanged). */
 int ctl_apply__msg(struct ctl_tables *t, const struct nlmsghdr *nlh);
 
+/* Shared by the IPv4 (apply.c) and IPv6 (apply6.c) halves. ctl_attr__parse keeps the last
+ * attribute of each type up to max (lengths checked where used); ctl_attr__u32: 1 and *v when a
+ * present, 0 when absent, -EINVAL when not a u32. */
+int ctl_attr__parse(const struct nlmsghdr *nlh, size_t hdrlen, const struct nlattr **tb, uint16_t max);
+int ctl_attr__u32(const struct nlattr *a, uint32_t *v);
+/* AF_INET6 addresses, routes and neighbours (apply6.c); same contract as ctl_apply__msg. */
+int ctl_apply6__addr(struct ctl_tables *t, const struct nlmsghdr *nlh);
+int ctl_apply6__route(struct ctl_tables *t, const struct nlmsghdr *nlh);
+int ctl_apply6__neigh(struct ctl_tables *t, const struct nlmsghdr *nlh);
+/* A vanished link's IPv6 entries go with it. */
+void ctl_apply6__purge(struct ctl_tables *t, uint32_t ifindex);
+
 /* Seqlock writer side: seq is odd between the two calls. */
 void ctl_tables__write_begin(struct ctl_tables *t);
 void ctl_tables__write_end(struct ctl_tables *t);

@@ -12,6 +12,7 @@
 #include "pkt/pkt.h"
 #include "wire/ipv4.h"
 #include "wire/icmp.h"
+#include "wire/ipv6.h"
 
 struct ctl;
 struct ctl_tables;
@@ -31,6 +32,11 @@ struct xsk_port;
 #define IP_MIN_MTU          552                /* Linux min_pmtu: below it we keep 552 */
 #define IP_DEFAULT_TTL      64
 #define IP_TX_BATCH         64
+/* IPv6 (ip6.h): its own neighbour waits and path-MTU cache; reassembly shares the slots above. */
+#define IP6_NEIGH_SLOTS     32
+#define IP6_PMTU_SLOTS      128
+#define IP6_REASS_TIMEOUT   (60 * SLIP_SEC)    /* RFC 8200 §4.5, Linux ip6frag_time */
+#define IP6_DEFAULT_HOPS    64                 /* Linux net.ipv6.conf.*.hop_limit */
 
 /* Everything counted on the IP path. Shown by tools and checked by tests. */
 #define IP_COUNTERS(X) \
@@ -41,7 +47,12 @@ struct xsk_port;
     X(tx_datagrams) X(tx_frames) X(tx_frags) X(tx_no_route) X(tx_no_frame) X(tx_too_big) \
     X(tx_port_full) X(tx_no_port) \
     X(neigh_wait) X(neigh_resolved) X(neigh_failed) X(neigh_overflow) \
-    X(icmp_rx) X(icmp_bad) X(icmp_err_rx) X(pmtu_updates)
+    X(icmp_rx) X(icmp_bad) X(icmp_err_rx) X(pmtu_updates) \
+    X(rx6_frames) X(rx6_truncated) X(rx6_bad_header) X(rx6_bad_ext) X(rx6_not_local) X(rx6_delivered) \
+    X(frag6_rx) X(frag6_bad) X(reass6_ok) X(reass6_timeout) \
+    X(tx6_datagrams) X(tx6_frags) X(tx6_no_route) X(tx6_too_big) X(tx6_no_frame) \
+    X(neigh6_wait) X(neigh6_resolved) X(neigh6_failed) X(neigh6_overflow) \
+    X(icmp6_rx) X(icmp6_bad) X(icmp6_err_rx) X(pmtu6_updates)
 
 struct ip_counters {
 #define IP_COUNTER_FIELD(n) uint64_t n;
@@ -49,11 +60,20 @@ struct ip_counters {
 #undef IP_COUNTER_FIELD
 };
 
-struct ip_reass_slot {
-    be32 src, dst;
-    uint16_t id;
+/* What names a datagram in reassembly: IPv4 (RFC 791: src, dst, id, protocol) with v4-mapped
+ * addresses, or IPv6 (RFC 8200 §4.5: src, dst, 32-bit id; proto 0). */
+struct ip_reass_key {
+    struct wire_ipv6_addr src, dst;
+    uint32_t id;
     uint8_t proto;
+    uint8_t v6;
+};
+
+struct ip_reass_slot {
+    struct ip_reass_key k;
     uint8_t used;
+    uint8_t l4_proto;           /* IPv6: upper-layer protocol, from the first fragment */
+    uint16_t l4_skip;           /* IPv6: extension headers after the fragment header (first fragment) */
     uint32_t total;             /* payload length, known once the last fragment arrived, else 0 */
     uint32_t received;          /* payload bytes held */
     uint32_t nbufs;
@@ -77,6 +97,21 @@ struct ip_pmtu_entry {
     slip_time_t expires;
 };
 
+struct ip6_neigh_wait {
+    uint32_t ifindex;
+    struct wire_ipv6_addr ip;
+    uint8_t used;
+    struct pkt_queue q;
+    slip_time_t expires;
+    slip_time_t next_ask;
+};
+
+struct ip6_pmtu_entry {
+    struct wire_ipv6_addr dst;
+    uint32_t mtu;
+    slip_time_t expires;
+};
+
 /* IP state in the stack's shared memory. */
 struct ip_shared {
     struct ip_counters c;
@@ -90,6 +125,11 @@ struct ip_shared {
     uint32_t neigh_pending;     /* slots of neigh[] in use: every sent frame and every poll
                                  * looks at the table, and skips it when this is 0 */
     struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
+    /* IPv6 (ip6.h) */
+    uint32_t next_id6;          /* fragment identification */
+    uint32_t neigh6_pending;
+    struct ip6_neigh_wait neigh6[IP6_NEIGH_SLOTS];
+    struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];
 };
 
 /* One transmit queue: a port and the frames batched for it until ip_output__flush(). */
@@ -129,13 +169,21 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high);
 
 /* Validates one received Ethernet frame (already adopted as pkt). Returns 1 with *out filled when
  * a datagram is ready for the transport layer (its buffers are then the caller's), 0 when the
- * frame was consumed: dropped and counted, or held for reassembly. */
+ * frame was consumed: dropped and counted, or held for reassembly, IP_INPUT_IPV6 when it is an
+ * IPv6 frame, left as it was for ip6_input (ip6.h). */
+#define IP_INPUT_IPV6 2
 int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx *out);
 
 /* Reassembly (RFC 791 §3.2, with RFC 5722-style rejection of overlaps as Linux does for IPv4).
  * Takes one fragment whose buffer starts at its payload; returns the head of the whole datagram
  * (chain ordered by offset) or SLIP_NIL when more fragments are needed or it was dropped. */
 slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, slip_idx_t pkt, uint32_t *l4_len);
+/* Both families: adds the fragment at byte offset off (more: not the last) to the datagram named
+ * by k. For an IPv6 first fragment (off 0), l4_proto and l4_skip say where the upper layer starts;
+ * on completion they come back in *l4_proto and the head buffer already skips l4_skip bytes. */
+slip_idx_t ip_reass__add_key(struct ip_env *env, const struct ip_reass_key *k, uint32_t off, bool more,
+                             uint8_t l4_proto, uint16_t l4_skip, slip_idx_t pkt, uint32_t *l4_len,
+                             uint8_t *l4_proto_out);
 /* Drops datagrams past their deadline (IP_REASS_TIMEOUT, or IP_REASS_PRESSURE_TIMEOUT while
  * ip_reass__pressure()); returns the earliest remaining deadline. */
 slip_time_t ip_reass__expire(struct ip_env *env);

@@ -19,6 +19,9 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high)
         pkt_queue__init(&sh->neigh[i].q);
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
         sh->reass[i].frags = SLIP_NIL;
+    sh->next_id6 = 1;
+    for (unsigned i = 0; i < IP6_NEIGH_SLOTS; i++)
+        pkt_queue__init(&sh->neigh6[i].q);
 }
 
 static int drop(struct ip_env *env, slip_idx_t pkt, uint64_t *counter)
@@ -40,8 +43,11 @@ int ip_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip_rx 
     c->rx_frames++;
     if (wire_eth__parse(frame, m->len, &eth) < 0)
         return drop(env, pkt, &c->rx_bad_eth);
-    if (eth.type != WIRE_ETHERTYPE_IPV4)
+    if (eth.type != WIRE_ETHERTYPE_IPV4) {
+        if (eth.type == WIRE_ETHERTYPE_IPV6)
+            return IP_INPUT_IPV6;   /* untouched: the caller hands it to ip6_input */
         return drop(env, pkt, &c->rx_not_ipv4);
+    }
 
     rc = wire_ipv4__parse(frame + WIRE_ETH_HLEN, m->len - WIRE_ETH_HLEN, &ip, 0);
     if (rc < 0) {

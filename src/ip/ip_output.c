@@ -2,6 +2,7 @@
  * the path MTU, neighbour resolution by the kernel (frames wait in a small per-neighbour queue
  * meanwhile), and batching of frames per port until ip_output__flush(). */
 #include "ip/ip.h"
+#include "ip/ip_int.h"
 
 #include <errno.h>
 #include <linux/neighbour.h>
@@ -104,6 +105,12 @@ static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
     q->addr[q->n] = pkt__addr(env->pool, pkt) + m->off;
     q->len[q->n] = m->len;
     q->n++;
+}
+
+/* The IPv6 half's way in; IPv4 keeps calling the static one, which the compiler inlines. */
+void ip_output__xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
+{
+    xmit(env, ifindex, pkt);
 }
 
 void ip_output__flush(struct ip_env *env)
@@ -229,6 +236,11 @@ void ip_shared__purge(struct ip_env *env)
         env->sh->neigh[i].used = 0;
     }
     env->sh->neigh_pending = 0;
+    for (unsigned i = 0; i < IP6_NEIGH_SLOTS; i++) {
+        pkt_queue__purge(env->pool, &env->sh->neigh6[i].q);
+        env->sh->neigh6[i].used = 0;
+    }
+    env->sh->neigh6_pending = 0;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (s->used) {
@@ -240,8 +252,7 @@ void ip_shared__purge(struct ip_env *env)
     }
 }
 
-/* Copies len bytes starting at byte skip of the iovec into dst. */
-static void iov_copy(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *dst, size_t len)
+void ip_iov__copy(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *dst, size_t len)
 {
     for (int i = 0; i < iovcnt && len; i++) {
         if (skip >= iov[i].iov_len) {
@@ -310,7 +321,7 @@ int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct 
         ip.total_len = (uint16_t)(WIRE_IPV4_HLEN_MIN + n);
         wire_eth__emit(&eth, d);
         wire_ipv4__emit(&ip, d + WIRE_ETH_HLEN);
-        iov_copy(iov, iovcnt, off, d + WIRE_ETH_HLEN + WIRE_IPV4_HLEN_MIN, n);
+        ip_iov__copy(iov, iovcnt, off, d + WIRE_ETH_HLEN + WIRE_IPV4_HLEN_MIN, n);
         uint32_t flen = WIRE_ETH_HLEN + WIRE_IPV4_HLEN_MIN + (uint32_t)n;
         /* Pad to the Ethernet minimum so no stale UMEM bytes leave the host. */
         if (flen < WIRE_ETH_ZLEN) {

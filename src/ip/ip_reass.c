@@ -16,7 +16,9 @@
  * - time: 30 s (Linux ipfrag_time), but only IP_REASS_PRESSURE_TIMEOUT while under pressure
  *   (most slots in use, or frames above the low threshold): a real datagram's fragments arrive
  *   within milliseconds of each other, what waits longer under attack is almost surely garbage.
- * Every eviction is counted (ip.reass_evict_*, ip.reass_timeout*). */
+ * Every eviction is counted (ip.reass_evict_*, ip.reass_timeout*).
+ * IPv6 datagrams (RFC 8200 §4.5, overlaps dropped per RFC 5722) share the slots and the bounds:
+ * the key carries 16-byte addresses (v4-mapped for IPv4) and the family. */
 #include "ip/ip.h"
 
 #include <string.h>
@@ -29,13 +31,25 @@ static void slot_free(struct ip_env *env, struct ip_reass_slot *s)
     s->frags = SLIP_NIL;
 }
 
-/* The least recently active datagram in use, optionally only from src, never skip. */
-static struct ip_reass_slot *slot_lru(struct ip_env *env, const be32 *src, const struct ip_reass_slot *skip)
+static bool same_src(const struct ip_reass_key *a, const struct ip_reass_key *b)
+{
+    return memcmp(&a->src, &b->src, sizeof(a->src)) == 0;
+}
+
+static bool same_key(const struct ip_reass_key *a, const struct ip_reass_key *b)
+{
+    return a->id == b->id && a->proto == b->proto && a->v6 == b->v6 && same_src(a, b) &&
+           memcmp(&a->dst, &b->dst, sizeof(a->dst)) == 0;
+}
+
+/* The least recently active datagram in use, optionally only from src's source, never skip. */
+static struct ip_reass_slot *slot_lru(struct ip_env *env, const struct ip_reass_key *src,
+                                      const struct ip_reass_slot *skip)
 {
     struct ip_reass_slot *old = NULL;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {
         struct ip_reass_slot *s = &env->sh->reass[i];
-        if (!s->used || s == skip || (src && s->src != *src))
+        if (!s->used || s == skip || (src && !same_src(&s->k, src)))
             continue;
         if (!old || s->touched < old->touched)
             old = s;
@@ -44,7 +58,7 @@ static struct ip_reass_slot *slot_lru(struct ip_env *env, const be32 *src, const
 }
 
 /* The datagram ip belongs to, or a new one. Makes room by eviction when needed: never NULL. */
-static struct ip_reass_slot *slot_find(struct ip_env *env, const struct wire_ipv4_repr *ip)
+static struct ip_reass_slot *slot_find(struct ip_env *env, const struct ip_reass_key *k)
 {
     struct ip_counters *c = &env->sh->c;
     struct ip_reass_slot *free_slot = NULL;
@@ -56,15 +70,15 @@ static struct ip_reass_slot *slot_find(struct ip_env *env, const struct wire_ipv
                 free_slot = s;
             continue;
         }
-        if (s->src == ip->src) {
-            if (s->dst == ip->dst && s->id == ip->id && s->proto == ip->proto)
+        if (same_src(&s->k, k)) {
+            if (same_key(&s->k, k))
                 return s;
             from_src++;
         }
     }
     struct ip_reass_slot *s = free_slot;
     if (from_src >= IP_REASS_PER_SRC) {
-        s = slot_lru(env, &ip->src, NULL);
+        s = slot_lru(env, k, NULL);
         c->reass_evict_src++;
         slot_free(env, s);
     } else if (!s) {
@@ -73,10 +87,7 @@ static struct ip_reass_slot *slot_find(struct ip_env *env, const struct wire_ipv
         slot_free(env, s);
     }
     s->used = 1;
-    s->src = ip->src;
-    s->dst = ip->dst;
-    s->id = ip->id;
-    s->proto = ip->proto;
+    s->k = *k;
     s->frags = SLIP_NIL;
     s->born = env->now;
     return s;
@@ -119,26 +130,36 @@ static bool slot_complete(struct ip_env *env, const struct ip_reass_slot *s)
 
 slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, slip_idx_t pkt, uint32_t *l4_len)
 {
+    struct ip_reass_key k = { .id = ip->id, .proto = ip->proto };
+    wire_ipv6__v4mapped(ip->src, &k.src);
+    wire_ipv6__v4mapped(ip->dst, &k.dst);
+    return ip_reass__add_key(env, &k, ip->frag_offset, ip->more_frags, 0, 0, pkt, l4_len, NULL);
+}
+
+slip_idx_t ip_reass__add_key(struct ip_env *env, const struct ip_reass_key *k, uint32_t off, bool more,
+                             uint8_t l4_proto, uint16_t l4_skip, slip_idx_t pkt, uint32_t *l4_len,
+                             uint8_t *l4_proto_out)
+{
     struct ip_counters *c = &env->sh->c;
     struct pkt_pool *pool = env->pool;
     struct pkt_meta *m = pkt__meta(pool, pkt);
-    uint32_t off = ip->frag_offset, len = m->len, end = off + len;
+    uint32_t len = m->len, end = off + len;
 
-    /* RFC 791: every fragment but the last carries a multiple of 8 bytes; an empty fragment
-     * carries nothing we could place. */
-    if (len == 0 || (ip->more_frags && (len & 7))) {
+    /* RFC 791 and RFC 8200 §4.5: every fragment but the last carries a multiple of 8 bytes; an
+     * empty fragment carries nothing we could place; nothing may end past 65535. */
+    if (len == 0 || (more && (len & 7)) || end > 65535) {
         c->frag_bad++;
         pkt__free_chain(pool, pkt);
         return SLIP_NIL;
     }
-    struct ip_reass_slot *s = slot_find(env, ip);
+    struct ip_reass_slot *s = slot_find(env, k);
     /* Activity counts before eviction: the datagram receiving a fragment is the most recent. */
     s->touched = ++env->sh->reass_clock;
     if (!make_room(env, s)) {
         pkt__free_chain(pool, pkt);
         return SLIP_NIL;
     }
-    if (!ip->more_frags) {
+    if (!more) {
         /* A second, different "last fragment" or data past the end is an inconsistency. */
         if ((s->total && s->total != end) || end < s->received) {
             c->reass_overlap++;
@@ -184,13 +205,29 @@ slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, sl
     s->nbufs++;
     s->received += len;
     env->sh->reass_bufs++;
+    if (off == 0) {
+        s->l4_proto = l4_proto;
+        s->l4_skip = l4_skip;
+    }
 
     if (!slot_complete(env, s))
         return SLIP_NIL;
 
     slip_idx_t head = s->frags;
-    pkt__meta(pool, head)->total = s->total;
-    *l4_len = s->total;
+    struct pkt_meta *hm = pkt__meta(pool, head);
+    /* IPv6: the first fragment held every extension header up to the upper layer (RFC 7112, as
+     * the parser checked), so skipping them stays inside the head buffer. */
+    if (s->l4_skip > hm->len) {
+        c->frag_bad++;
+        slot_free(env, s);
+        return SLIP_NIL;
+    }
+    hm->off += s->l4_skip;
+    hm->len -= s->l4_skip;
+    hm->total = s->total - s->l4_skip;
+    *l4_len = hm->total;
+    if (l4_proto_out)
+        *l4_proto_out = s->l4_proto;
     env->sh->reass_bufs -= s->nbufs;
     memset(s, 0, sizeof(*s));
     s->frags = SLIP_NIL;
@@ -222,10 +259,14 @@ slip_time_t ip_reass__expire(struct ip_env *env)
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (!s->used)
             continue;
-        slip_time_t dl = s->born + IP_REASS_TIMEOUT;
+        slip_time_t dl = s->born + (s->k.v6 ? IP6_REASS_TIMEOUT : IP_REASS_TIMEOUT);
         if (dl <= env->now) {
-            /* RFC 792 suggests an ICMP time-exceeded here; we stay silent (docs/COMPLIANCE.md). */
-            env->sh->c.reass_timeout++;
+            /* RFC 792 and RFC 8200 §4.5 suggest a time-exceeded error here; we stay silent
+             * (docs/COMPLIANCE.md). */
+            if (s->k.v6)
+                env->sh->c.reass6_timeout++;
+            else
+                env->sh->c.reass_timeout++;
             slot_free(env, s);
             continue;
         }

@@ -69,6 +69,7 @@ struct pfd {
     uint32_t via_us_seq;
     /* SO_ZEROCOPY (zerocopy.c): on, the next notification id, the pending range [lo, hi]. */
     uint8_t zerocopy, zc_pending;
+    uint8_t recvpktinfo6;       /* IPV6_RECVPKTINFO on an AF_INET6 UDP socket (udp6.c) */
     uint32_t zc_next, zc_lo, zc_hi;
 };
 
@@ -224,6 +225,26 @@ bool pre_sa_v4(const struct pfd *p, const struct sockaddr *sa, socklen_t len, bo
 void pre_sa_fill(const struct pfd *p, struct sockaddr *sa, socklen_t *len, uint32_t addr, uint16_t port);
 bool pre_v6only(int fd);
 int pre_v6_autobind(int fd);
+
+/* UDP on AF_INET6 sockets with native IPv6 (udp6.c). pre_sa_v6: a native (not v4-mapped)
+ * sockaddr_in6, with its scope id for a link-local address. pre_sa_fill_peer: the peer of a
+ * datagram of either family as p's family names it. pre_udp6_autobind: an unbound AF_INET6 UDP
+ * socket gets [::]:0 in the kernel and the stack (dual-stack unless v6-only). pre_udp6_bind: 1
+ * when sa is not native IPv6 (the caller goes on), else bind's result (released to the kernel
+ * when the stack does not own the address). pre_udp6_dst: 1 when sa is a native IPv6
+ * destination the stack carries for p, -1 when native but the kernel's, 0 when not native. */
+struct wire_ipv6_addr;
+struct udp_peer;
+bool pre_sa_v6(const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *a, uint32_t *scope, uint16_t *port);
+void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct udp_peer *peer);
+int pre_udp6_autobind(int fd, struct pfd *p);
+int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
+int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
+                 uint32_t *scope, uint16_t *port);
+/* Appends an IPV6_PKTINFO control message (dst, ifindex) to m if its buffer (room bytes) holds
+ * it, else sets MSG_CTRUNC, as Linux's put_cmsg. */
+struct msghdr;
+void pre_put_pktinfo6(struct msghdr *m, size_t room, const struct wire_ipv6_addr *dst, uint32_t ifindex);
 
 /* For returning a negative errno from a POSIX call: sets errno, returns -1. */
 int set_errno(int neg);

@@ -399,6 +399,11 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
     uint16_t port;
     if (!p || p->kind == PFD_EPOLL)
         return real_bind(fd, sa, len);
+    if (p->kind == PFD_UDP && p->v6) {
+        int r6 = pre_udp6_bind(fd, p, sa, len);     /* native IPv6 and :: (udp6.c) */
+        if (r6 != 1)
+            return r6;
+    }
     bool v4 = !(p->v6 && sa && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_INET) &&
               pre_sa_v4(p, sa, len, true, &addr, &port);
     if (p->v6 && !v4 && !pre_v6only(fd)) {
@@ -542,6 +547,27 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         int rc = slip_udp__connect(s, p->sock, 0, 0);
         return rc < 0 ? set_errno(rc) : 0;
     }
+    if (p->kind == PFD_UDP && p->v6) {
+        struct wire_ipv6_addr d6;
+        uint32_t scope;
+        uint16_t dp6;
+        be32 la;
+        uint16_t lp;
+        if (pre_sa_v6(sa, len, &d6, &scope, &dp6) && slip_udp__local(s, p->sock, &la, &lp) == 0 && !lp &&
+            pre_udp6_autobind(fd, p) < 0) {
+            preload_release(fd);
+            return real_connect(fd, sa, len);
+        }
+        int r6 = pre_udp6_dst(p, sa, len, &d6, &scope, &dp6);
+        if (r6 == 1) {
+            int rc = slip_udp6__connect(s, p->sock, &d6, dp6, scope);
+            return rc < 0 ? set_errno(rc) : 0;
+        }
+        if (r6 < 0) {
+            preload_release(fd);
+            return real_connect(fd, sa, len);
+        }
+    }
     if (!pre_sa_v4(p, sa, len, false, &dst, &dport) || !slip_stack__routes_via_us(s, dst) ||
         (p->v6 && !p->connecting && pre_v6only(fd))) {
         preload_release(fd);
@@ -553,9 +579,7 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         slip_udp__local(s, p->sock, &la, &lp);
         int rc = 0;
         if (!lp && p->v6) {
-            rc = pre_v6_autobind(fd);
-            if (rc == 0)
-                rc = slip_udp__bind_bound(s, p->sock, 0, fd);
+            rc = pre_udp6_autobind(fd, p);
         } else if (!lp) {
             rc = slip_udp__bind_kfd(s, p->sock, 0, 0, fd);
         }
@@ -687,6 +711,14 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
     uint16_t port;
     if (!p || p->kind == PFD_EPOLL)
         return real_getpeername(fd, sa, len);
+    if (p->kind == PFD_UDP && p->v6) {
+        struct udp_peer peer;
+        int rc = slip_udp6__peer(g_pre.stack, p->sock, &peer);
+        if (rc < 0)
+            return set_errno(rc);
+        pre_sa_fill_peer(p, sa, len, &peer);
+        return 0;
+    }
     int rc = p->kind == PFD_TCP ? slip_tcp__peer(g_pre.stack, p->sock, &a, &port)
                                 : slip_udp__peer(g_pre.stack, p->sock, &a, &port);
     if (rc < 0)
@@ -807,6 +839,17 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         memcpy(&v, val, sizeof(v));
     if (level == SOL_SOCKET && opt == SO_ZEROCOPY)
         p->zerocopy = v != 0;       /* the kernel socket accepted it: completions come from zerocopy.c */
+    if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && opt == IPV6_RECVPKTINFO)
+        p->recvpktinfo6 = v != 0;   /* udp6.c adds IPV6_PKTINFO to the stack's IPv6 datagrams */
+    if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS)) {
+        /* For the stack's native IPv6 datagrams: the value as the kernel socket kept it (-1
+         * becomes its default). */
+        int kv = 0;
+        socklen_t kl = sizeof(kv);
+        if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
+            slip_udp6__setopt(g_pre.stack, p->sock, opt, kv);
+        return 0;
+    }
     if (p->kind != PFD_TCP)
         return 0;
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
@@ -948,18 +991,38 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
         be32 la;
         uint16_t lp;
         if (slip_udp__local(g_pre.stack, p->sock, &la, &lp) == 0 && !lp) {
-            /* Unbound: bind the kernel socket to [::]:0 and the stack to its port, so that
-             * IPv4 (stack) and IPv6 (kernel) datagrams leave from one port, as on Linux. A
-             * v6-only socket is the kernel's. */
-            int rc = pre_v6only(fd) ? -1 : pre_v6_autobind(fd);
-            if (rc == 0)
-                rc = slip_udp__bind_bound(g_pre.stack, p->sock, 0, fd);
+            /* Unbound: bind the kernel socket to [::]:0 and the stack to its port (both
+             * families unless v6-only), so that every datagram leaves from one port, whichever
+             * of the stack or the kernel socket (loopback) sends it, as on Linux. */
+            int rc = pre_udp6_autobind(fd, p);
             if (rc < 0) {
                 preload_release(fd);
                 struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sa ? sl : 0,
                                     .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
                 return real_sendmsg(fd, &m, flags);
             }
+        }
+    }
+    if (p->v6) {
+        struct wire_ipv6_addr d6;
+        uint32_t scope = 0;
+        uint16_t dp6 = 0;
+        struct udp_peer peer;
+        int r6 = sa ? pre_udp6_dst(p, sa, sl, &d6, &scope, &dp6)
+                    : (slip_udp6__peer(g_pre.stack, p->sock, &peer) == 0 && peer.v6);
+        if (r6 < 0) {
+            struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sl, .msg_iov = (struct iovec *)iov,
+                                .msg_iovlen = (size_t)iovcnt };
+            return real_sendmsg(fd, &m, flags);
+        }
+        if (r6 == 1) {
+            if (slip_udp__poll(g_pre.stack, p->sock) & SLIP_EV_ERR) {
+                int e = slip_udp__so_error(g_pre.stack, p->sock);
+                if (e)
+                    return set_errno(e < 0 ? e : -e);
+            }
+            ssize_t n = slip_udp6__sendmsg(g_pre.stack, p->sock, iov, iovcnt, sa ? &d6 : NULL, dp6, scope);
+            return n < 0 ? set_errno((int)n) : n;
         }
     }
     if (sa) {
@@ -993,17 +1056,25 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
 }
 
 static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl,
-                        int *mflags)
+                        int *mflags, struct udp_peer *peer_out)
 {
     struct slip_stack *s = g_pre.stack;
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
     for (;;) {
         be32 a;
         uint16_t port;
-        ssize_t full = slip_udp__recvfrom(s, p->sock, buf, len, &a, &port,
-                                          UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? UDP_RECV_PEEK : 0));
+        struct udp_peer peer;
+        unsigned uf = UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? UDP_RECV_PEEK : 0);
+        /* An AF_INET6 socket may hold datagrams of both families (udp6.c). */
+        ssize_t full = p->v6 ? slip_udp6__recvfrom(s, p->sock, buf, len, &peer, uf)
+                             : slip_udp__recvfrom(s, p->sock, buf, len, &a, &port, uf);
         if (full >= 0) {
-            pre_sa_fill(p, sa, sl, a, port);
+            if (p->v6)
+                pre_sa_fill_peer(p, sa, sl, &peer);
+            else
+                pre_sa_fill(p, sa, sl, a, port);
+            if (peer_out && p->v6)
+                *peer_out = peer;
             if (mflags && (size_t)full > len)
                 *mflags |= MSG_TRUNC;
             return (flags & MSG_TRUNC) ? full : (ssize_t)SLIP_MIN((size_t)full, len);
@@ -1095,7 +1166,7 @@ ssize_t pre_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa
     if (!p || p->kind == PFD_EPOLL)
         return real_recvfrom(fd, buf, n, flags, sa, sl);
     if (p->kind == PFD_UDP)
-        return udp_recv(fd, p, buf, n, flags, sa, sl, NULL);
+        return udp_recv(fd, p, buf, n, flags, sa, sl, NULL, NULL);
     ssize_t r = tcp_recv(p, buf, n, flags);
     if (r >= 0 && sa && sl)
         *sl = 0;
@@ -1234,6 +1305,7 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         return r < 0 ? set_errno((int)r) : r;
     }
     m->msg_flags = 0;
+    size_t ctl_room = m->msg_control ? m->msg_controllen : 0;
     m->msg_controllen = 0;
     if (p->kind == PFD_UDP) {
         /* Gather into the first iovec piece when there is one; else a bounce buffer. */
@@ -1244,11 +1316,15 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         for (size_t i = 0; i < m->msg_iovlen; i++)
             cap += m->msg_iov[i].iov_len;
         socklen_t nl = m->msg_namelen;
+        struct udp_peer peer = { 0 };
+        size_t ctl_cap = ctl_room;
         ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, (size_t)PRELOAD_SCRATCH_BYTES), flags & ~MSG_TRUNC,
-                             m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags);
+                             m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags, &peer);
         if (r < 0)
             return r;
         m->msg_namelen = m->msg_name ? nl : 0;
+        if (p->recvpktinfo6 && peer.has_dst)
+            pre_put_pktinfo6(m, ctl_cap, &peer.dst, peer.ifindex);
         size_t off = 0;
         for (size_t i = 0; i < m->msg_iovlen && off < (size_t)r; i++) {
             size_t k = SLIP_MIN(m->msg_iov[i].iov_len, (size_t)r - off);

@@ -3,10 +3,38 @@
  * poll loop is the one place that reads the clock; protocol code gets `now` from it. */
 #include "stack/stack_int.h"
 
+/* IPv6 (issue 16): UDP so far; TCP over IPv6 is not claimed, so none arrives. */
+static void rx6_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
+{
+    struct ip6_rx rx;
+    if (!ip6_input(&s->env, p, ifindex, &rx))
+        return;
+    switch (rx.ip.proto) {
+    case WIRE_IPPROTO_UDP:
+        udp6_input(&s->env, s->udp, &rx);
+        return;
+    case WIRE_IPPROTO_ICMPV6: {
+        struct ip6_icmp_err e;
+        if (ip6_icmp__input(&s->env, &rx, &e) && e.q.ip.proto == WIRE_IPPROTO_UDP)
+            udp6_icmp_error(s->udp, &e);
+        break;
+    }
+    default:
+        s->shm->c.rx_other_proto++;
+        break;
+    }
+    pkt__free_chain(&s->pool, rx.pkt);
+}
+
 static void rx_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
 {
     struct ip_rx rx;
-    if (!ip_input(&s->env, p, ifindex, &rx))
+    int r = ip_input(&s->env, p, ifindex, &rx);
+    if (SLIP_UNLIKELY(r == IP_INPUT_IPV6)) {
+        rx6_deliver(s, p, ifindex);
+        return;
+    }
+    if (!r)
         return;
     switch (rx.ip.proto) {
     case WIRE_IPPROTO_UDP:
@@ -144,6 +172,8 @@ static slip_time_t poll_locked(struct slip_stack *s)
     }
     slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
     next = SLIP_MIN(next, ip_neigh__service(&s->env));
+    if (s->ip->neigh6_pending)
+        next = SLIP_MIN(next, ip6_neigh__service(&s->env));
     /* The engine's wake list tells which connections had an event: count them per connection,
      * which is what edge-triggered epoll reports. */
     uint64_t asleep = others_asleep(s);
@@ -180,7 +210,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
             xsk_port__complete(s->ifs[i].ports[q]);
     /* While a neighbour is being resolved, watch the kernel's table closely. */
-    if (s->ip->neigh_pending) {
+    if (s->ip->neigh_pending || s->ip->neigh6_pending) {
         s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
         next = SLIP_MIN(next, s->ctl_next);
     }
@@ -360,6 +390,31 @@ bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst)
         if (s->ifs[i].ifindex == nh.ifindex)
             return true;
     return false;
+}
+
+uint32_t slip_stack__routes_via_us6(struct slip_stack *s, const struct wire_ipv6_addr *dst, uint32_t oif)
+{
+    struct ctl_nexthop6 nh;
+    stack_lock(s);
+    bool ok = ctl_tables__route6(s->ctl_t, dst, oif, &nh) == 0 && nh.type == RTN_UNICAST;
+    stack_unlock(s);
+    for (unsigned i = 0; ok && i < s->nifs; i++)
+        if (s->ifs[i].ifindex == nh.ifindex)
+            return nh.ifindex;
+    return 0;
+}
+
+bool slip_stack__owns_addr6(struct slip_stack *s, const struct wire_ipv6_addr *addr, uint32_t scope)
+{
+    static const struct wire_ipv6_addr any;
+    if (memcmp(addr, &any, sizeof(any)) == 0)
+        return true;
+    bool ok = false;
+    stack_lock(s);
+    for (unsigned i = 0; i < s->nifs && !ok; i++)
+        ok = (!scope || scope == s->ifs[i].ifindex) && ctl_tables__local6(s->ctl_t, addr, s->ifs[i].ifindex);
+    stack_unlock(s);
+    return ok;
 }
 
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr)

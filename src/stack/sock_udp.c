@@ -197,19 +197,21 @@ int slip_udp__close(struct slip_stack *s, int sock)
         return -EBADF;
     stack_lock(s);
     struct udp_sock *u = &s->udp->socks[sock];
-    if (u->state == UDPS_BOUND) {
+    if (u->state == UDPS_BOUND && !u->v6only) {
         struct steer_key k;
         steer_key(&k, u->laddr, u->lport);
         bool shared = false;
         /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
         for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
-            if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && s->udp->socks[i].lport == u->lport &&
-                s->udp->socks[i].laddr == u->laddr)
+            if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && !s->udp->socks[i].v6only &&
+                s->udp->socks[i].lport == u->lport && s->udp->socks[i].laddr == u->laddr)
                 shared = true;
         if (!shared)
             for (unsigned i = 0; i < s->nifs; i++)
                 steer__del(s->ifs[i].steer, &k);
     }
+    if (u->state == UDPS_BOUND && u->in6)
+        udp6_unclaim(s, sock);
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);
     if (s->t.us[sock].kfd > 0) {

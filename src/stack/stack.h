@@ -12,6 +12,8 @@
 #include <time.h>
 
 #include "base/types.h"
+#include "udp/udp.h"
+#include "wire/ipv6.h"
 #include "xsk/steer.h"
 #include "xsk/xsk_port.h"
 
@@ -134,6 +136,10 @@ bool slip_stack__routes_via_us(struct slip_stack *s, be32 dst);
 uint32_t slip_stack__ctl_seq(struct slip_stack *s);
 /* True when addr is 0 or an address of one of the stack's interfaces. */
 bool slip_stack__owns_addr(struct slip_stack *s, be32 addr);
+/* IPv6 counterparts (:: is any; scope: the sin6_scope_id, 0 for any). routes_via_us6 returns the
+ * outgoing interface when it is one of the stack's, else 0. */
+uint32_t slip_stack__routes_via_us6(struct slip_stack *s, const struct wire_ipv6_addr *dst, uint32_t oif);
+bool slip_stack__owns_addr6(struct slip_stack *s, const struct wire_ipv6_addr *addr, uint32_t scope);
 /* A number that changes whenever something happened on the socket (data, space, state). */
 uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock);
 /* A TCP socket's event generation as a futex word (shared memory: wait on it without
@@ -220,6 +226,22 @@ int slip_udp__bind_bound(struct slip_stack *s, int sock, be32 addr, int app_kfd)
 unsigned slip_udp__poll(struct slip_stack *s, int sock);
 int slip_udp__so_error(struct slip_stack *s, int sock);
 int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
+/* IPv6 (sock_udp6.c): app_kfd is the application's AF_INET6 socket, already bound to addr (:: is
+ * any; dual: IPv4 too, a dual-stack socket). Datagrams of both families are read with
+ * slip_udp6__recvfrom, which says which family each came from. */
+int slip_udp6__bind_bound(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint32_t scope,
+                          bool dual, int app_kfd);
+int slip_udp6__connect(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint16_t port,
+                       uint32_t scope);
+/* True when the socket is in the IPv6 demux (native, v6-only or dual-stack through bind6). */
+bool slip_udp6__bound6(struct slip_stack *s, int sock);
+int slip_udp6__peer(struct slip_stack *s, int sock, struct udp_peer *p);
+ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt,
+                           const struct wire_ipv6_addr *dst, uint16_t dport, uint32_t scope);
+ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct udp_peer *from,
+                            unsigned flags);
+/* IPV6_TCLASS, IPV6_UNICAST_HOPS (-1: the default). */
+int slip_udp6__setopt(struct slip_stack *s, int sock, int opt, int val);
 
 /* TCP sockets. A listener reserves its address and port in the kernel with a bound kernel TCP
  * socket (port 0 gets an ephemeral port); an active open reserves an ephemeral port from the

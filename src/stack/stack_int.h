@@ -223,6 +223,8 @@ void group_return_all(struct slip_stack *s);
 int group_token_bind(struct slip_stack *s, unsigned index);
 int group_claim_index(struct slip_stack *s, char *err, size_t errlen);
 void group_token_name(const struct slip_stack *s, unsigned index, char *buf, size_t len);
+/* sock_udp6.c: lock held */
+void udp6_unclaim(struct slip_stack *s, int sock);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);

@@ -16,7 +16,7 @@ void udp_shared__init(struct udp_shared *sh, uint32_t max_socks)
 {
     memset(sh, 0, sizeof(*sh));
     for (unsigned i = 0; i < UDP_HASH_BUCKETS; i++)
-        sh->hash[i] = SLIP_NIL;
+        sh->hash[i] = sh->hash6[i] = SLIP_NIL;
     sh->max_socks = max_socks;
     sh->free_head = SLIP_NIL;
 }
@@ -39,6 +39,7 @@ int udp_sock__alloc(struct udp_shared *sh)
     memset(u, 0, sizeof(*u));
     u->state = UDPS_OPEN;
     u->hnext = SLIP_NIL;
+    u->hnext6 = SLIP_NIL;
     u->rcvbuf = UDP_RCVBUF_DEFAULT;
     pkt_queue__init(&u->rcvq);
     sh->nused++;
@@ -73,6 +74,7 @@ int udp_sock__connect(struct udp_shared *sh, slip_idx_t s, be32 raddr, uint16_t 
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_BOUND)
         return -EINVAL;
+    memset(&u->raddr6, 0, sizeof(u->raddr6));   /* an IPv6 peer no more (udp6.c) */
     if (raddr == 0 || rport == 0) {
         u->connected = 0;
         u->raddr = 0;
@@ -97,6 +99,8 @@ void udp_sock__close(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s)
         if (*pp == s)
             *pp = u->hnext;
     }
+    if (u->in6)
+        udp6__unhash(sh, s);
     pkt_queue__purge(pool, &u->rcvq);
     u->state = UDPS_FREE;
     u->hnext = sh->free_head;
@@ -289,12 +293,42 @@ ssize_t udp_sock__recv(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t 
     return (flags & UDP_RECV_TRUNC) ? (ssize_t)dlen : (ssize_t)n;
 }
 
+uint32_t udp__csum_iov(uint32_t sum, const struct iovec *iov, int iovcnt)
+{
+    /* An odd-length piece in the middle would shift the byte lanes: sum a contiguous copy then. */
+    uint8_t carry[2];
+    bool odd = false;
+    for (int i = 0; i < iovcnt; i++) {
+        const uint8_t *b = iov[i].iov_base;
+        size_t l = iov[i].iov_len;
+        if (odd && l) {
+            carry[1] = b[0];
+            sum = wire_csum_add(sum, carry, 2);
+            b++;
+            l--;
+            odd = false;
+        }
+        if (l & 1) {
+            sum = wire_csum_add(sum, b, l - 1);
+            carry[0] = b[l - 1];
+            odd = true;
+        } else {
+            sum = wire_csum_add(sum, b, l);
+        }
+    }
+    if (odd)
+        sum = wire_csum_add(sum, carry, 1);
+    return sum;
+}
+
 ssize_t udp_sock__send(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
                        const struct iovec *iov, int iovcnt, be32 dst, uint16_t dport)
 {
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_BOUND)
         return -EINVAL;
+    if (u->v6only)
+        return -ENETUNREACH;    /* udpv6_sendmsg: no IPv4 (v4-mapped) on a v6-only socket */
     if (!dst) {
         if (!u->connected)
             return -EDESTADDRREQ;
@@ -325,29 +359,7 @@ ssize_t udp_sock__send(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     };
     uint32_t sum = wire_csum_pseudo4(src, dst, WIRE_IPPROTO_UDP, (uint16_t)(WIRE_UDP_HLEN + plen));
     sum = wire_csum_add(sum, &h, sizeof(h));
-    /* An odd-length piece in the middle would shift the byte lanes: sum a contiguous copy then. */
-    uint8_t carry[2];
-    bool odd = false;
-    for (int i = 0; i < iovcnt; i++) {
-        const uint8_t *b = iov[i].iov_base;
-        size_t l = iov[i].iov_len;
-        if (odd && l) {
-            carry[1] = b[0];
-            sum = wire_csum_add(sum, carry, 2);
-            b++;
-            l--;
-            odd = false;
-        }
-        if (l & 1) {
-            sum = wire_csum_add(sum, b, l - 1);
-            carry[0] = b[l - 1];
-            odd = true;
-        } else {
-            sum = wire_csum_add(sum, b, l);
-        }
-    }
-    if (odd)
-        sum = wire_csum_add(sum, carry, 1);
+    sum = udp__csum_iov(sum, iov, iovcnt);
     h.csum = wire_csum_fold(sum);
     if (h.csum == 0)
         h.csum = 0xffff;

@@ -8,6 +8,7 @@
 
 #include "base/types.h"
 #include "ip/ip.h"
+#include "ip/ip6.h"
 #include "pkt/pkt.h"
 
 #define UDP_HASH_BUCKETS 1024
@@ -41,6 +42,15 @@ struct udp_sock {
     uint32_t rcvbuf;
     int32_t so_error;           /* positive errno, reported once (SO_ERROR semantics) */
     uint64_t rx_datagrams, rx_bytes, rx_drops, tx_datagrams, tx_bytes;
+    /* IPv6 (udp6.c): a socket in the IPv6 demux (hash6) as well as, for a dual-stack one bound
+     * to ::, the IPv4 one. Kept after the IPv4 fields so the IPv4 path touches the same lines. */
+    uint8_t in6;                /* in hash6 */
+    uint8_t v6only;             /* in hash6 only, not in the IPv4 demux */
+    uint8_t tclass;             /* IPV6_TCLASS */
+    uint8_t hops;               /* IPV6_UNICAST_HOPS, 0: the default */
+    slip_idx_t hnext6;
+    uint32_t scope;             /* sin6_scope_id of a link-local laddr6/raddr6, or 0 */
+    struct wire_ipv6_addr laddr6, raddr6;   /* :: = any / not connected to IPv6 */
 };
 
 struct udp_shared {
@@ -50,6 +60,7 @@ struct udp_shared {
     uint32_t max_socks;
     uint32_t high_water;        /* slots [0, high_water) were ever used */
     slip_idx_t hash[UDP_HASH_BUCKETS];
+    slip_idx_t hash6[UDP_HASH_BUCKETS];     /* IPv6 demux on the local port, chained by hnext6 */
     /* max_socks of them, handed out from the free list first, then from high_water up: only
      * slots ever used are touched (see tcp_shared). */
     struct udp_sock socks[];
@@ -83,6 +94,51 @@ void udp_input(struct ip_env *env, struct udp_shared *sh, const struct ip_rx *rx
 /* An ICMP error quoting one of our datagrams: sets so_error on a connected socket (as Linux does
  * for port/host unreachable); ignored for unconnected ones. */
 void udp_icmp_error(struct udp_shared *sh, const struct ip_icmp_err *err);
+
+/* ---- IPv6 (udp6.c) ---- */
+
+/* A datagram's source, of either family (a dual-stack socket receives both). */
+struct udp_peer {
+    bool v6;
+    be32 v4;
+    struct wire_ipv6_addr a6;
+    uint32_t scope;             /* receiving interface of a link-local source */
+    uint16_t port;              /* host order */
+    /* IPv6 datagrams only: the destination they were sent to and the receiving interface
+     * (IPV6_PKTINFO). */
+    bool has_dst;
+    struct wire_ipv6_addr dst;
+    uint32_t ifindex;
+};
+
+/* Enters an open socket in the IPv6 demux at (laddr6, lport); laddr6 :: is any. dual: also in
+ * the IPv4 demux as INADDR_ANY (a dual-stack socket, IPV6_V6ONLY off, bound to ::). scope: the
+ * interface of a link-local laddr6. -EADDRINUSE, -EINVAL as udp_sock__bind. */
+int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_addr *laddr6, uint16_t lport,
+                    uint32_t scope, bool dual);
+/* Connects to a native IPv6 peer (raddr6 :: or rport 0: disconnect); a dual-stack socket then
+ * stops receiving IPv4. */
+int udp_sock__connect6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_addr *raddr6, uint16_t rport,
+                       uint32_t scope);
+slip_idx_t udp__lookup6(const struct udp_shared *sh, const struct wire_ipv6_addr *laddr, uint16_t lport,
+                        const struct wire_ipv6_addr *raddr, uint16_t rport);
+/* Takes ownership of rx->pkt: the checksum is mandatory over IPv6 (RFC 8200 §8.1: zero is
+ * dropped), then as udp_input. */
+void udp6_input(struct ip_env *env, struct udp_shared *sh, const struct ip6_rx *rx);
+/* An ICMPv6 error quoting one of our datagrams: so_error on a connected socket for the errors
+ * Linux reports there (port unreachable, prohibited, parameter problem, packet too big). */
+void udp6_icmp_error(struct udp_shared *sh, const struct ip6_icmp_err *err);
+/* udp_sock__recv for a socket that may hold IPv6 datagrams: the source in *from. */
+ssize_t udp_sock__recv6(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s, void *buf, size_t len,
+                        struct udp_peer *from, unsigned flags);
+/* Sends to (dst, dport), or to the connected IPv6 peer when dst is NULL; scope: sin6_scope_id
+ * of a link-local dst (0: the socket's). Hop limit and traffic class from the socket. */
+ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s, const struct iovec *iov,
+                        int iovcnt, const struct wire_ipv6_addr *dst, uint16_t dport, uint32_t scope);
+/* Internal to udp/: the one's-complement sum of iov (odd-length pieces handled). */
+uint32_t udp__csum_iov(uint32_t sum, const struct iovec *iov, int iovcnt);
+/* Internal to udp/: unlinks s from the IPv6 demux (close). */
+void udp6__unhash(struct udp_shared *sh, slip_idx_t s);
 
 #define UDP_RECV_PEEK  0x1
 #define UDP_RECV_TRUNC 0x2      /* return the datagram's real length (MSG_TRUNC) */

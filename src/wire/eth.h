@@ -9,6 +9,7 @@
 #define WIRE_ETH_ZLEN 60          /* minimum frame without FCS */
 #define WIRE_ETHERTYPE_IPV4 0x0800
 #define WIRE_ETHERTYPE_ARP  0x0806
+#define WIRE_ETHERTYPE_IPV6 0x86dd
 #define WIRE_ETHERTYPE_VLAN 0x8100
 
 struct wire_eth_hdr {

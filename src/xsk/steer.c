@@ -30,6 +30,7 @@ struct steer {
     int ifindex;
     bool native;
     int fd_xsks, fd_owned, fd_counters;
+    int fd_owned6;              /* slip_owned6, or -1 when an adopted link's program hid it */
 };
 
 static const char *const counter_names[STEER_C__MAX] = {
@@ -177,6 +178,7 @@ int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mo
         goto out;
     }
     s->link_fd = -1;
+    s->fd_owned6 = -1;
     s->ifindex = (int)if_nametoindex(ifname);
     if (!s->ifindex) {
         rc = -ENODEV;
@@ -194,6 +196,9 @@ int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mo
      * entries would otherwise pin all of them in kernel memory up front. */
     bpf_map__set_max_entries(s->skel->maps.slip_owned, max_flows ? max_flows : STEER_MAX_FLOWS);
     bpf_map__set_map_flags(s->skel->maps.slip_owned, bpf_map__map_flags(s->skel->maps.slip_owned) | BPF_F_NO_PREALLOC);
+    bpf_map__set_max_entries(s->skel->maps.slip_owned6, max_flows ? max_flows : STEER_MAX_FLOWS);
+    bpf_map__set_map_flags(s->skel->maps.slip_owned6,
+                           bpf_map__map_flags(s->skel->maps.slip_owned6) | BPF_F_NO_PREALLOC);
     rc = slip_steer__load(s->skel);
     if (rc) {
         rc = rc < -1 ? rc : -errno;
@@ -210,6 +215,7 @@ int steer__attach(struct steer **out, const char *ifname, enum steer_xdp_mode mo
     }
     s->fd_xsks = bpf_map__fd(s->skel->maps.slip_xsks);
     s->fd_owned = bpf_map__fd(s->skel->maps.slip_owned);
+    s->fd_owned6 = bpf_map__fd(s->skel->maps.slip_owned6);
     s->fd_counters = bpf_map__fd(s->skel->maps.slip_counters);
 
     switch (mode) {
@@ -264,6 +270,8 @@ void steer__detach(struct steer *s)
         close(s->fd_xsks);
         close(s->fd_owned);
         close(s->fd_counters);
+        if (s->fd_owned6 >= 0)
+            close(s->fd_owned6);
     }
     free(s);
 }
@@ -287,6 +295,43 @@ static bool map_is(int fd, uint32_t type, uint32_t key_size, uint32_t value_size
            mi.value_size == value_size;
 }
 
+/* The IPv6 owned-flow map of the program behind an adopted link, found by name among the
+ * program's maps (the export format carries the IPv4 map only). -1 when it cannot be had (no
+ * CAP_SYS_ADMIN for bpf_prog_get_fd_by_id): IPv6 then stays the kernel's. */
+static int owned6_of_link(int link_fd)
+{
+    struct bpf_link_info li;
+    uint32_t ll = sizeof(li);
+    memset(&li, 0, sizeof(li));
+    if (bpf_obj_get_info_by_fd(link_fd, &li, &ll) != 0)
+        return -1;
+    int pfd = bpf_prog_get_fd_by_id(li.prog_id);
+    if (pfd < 0)
+        return -1;
+    uint32_t ids[16];
+    struct bpf_prog_info pi;
+    uint32_t pl = sizeof(pi);
+    memset(&pi, 0, sizeof(pi));
+    pi.nr_map_ids = SLIP_ARRAY_SIZE(ids);
+    pi.map_ids = (uint64_t)(uintptr_t)ids;
+    int found = -1;
+    if (bpf_obj_get_info_by_fd(pfd, &pi, &pl) == 0) {
+        for (uint32_t i = 0; i < SLIP_MIN(pi.nr_map_ids, (uint32_t)SLIP_ARRAY_SIZE(ids)) && found < 0; i++) {
+            int mfd = bpf_map_get_fd_by_id(ids[i]);
+            struct bpf_map_info mi;
+            uint32_t ml = sizeof(mi);
+            memset(&mi, 0, sizeof(mi));
+            if (mfd >= 0 && bpf_obj_get_info_by_fd(mfd, &mi, &ml) == 0 && strcmp(mi.name, "slip_owned6") == 0 &&
+                map_is(mfd, BPF_MAP_TYPE_HASH, sizeof(struct steer_key6), sizeof(struct steer_val)))
+                found = mfd;
+            else if (mfd >= 0)
+                close(mfd);
+        }
+    }
+    close(pfd);
+    return found;
+}
+
 int steer__adopt(struct steer **out, int ifindex, const int fds[4])
 {
     /* The fds may come from another process (a stack shared over a UNIX socket): check they are
@@ -307,6 +352,7 @@ int steer__adopt(struct steer **out, int ifindex, const int fds[4])
     s->fd_xsks = fds[1];
     s->fd_owned = fds[2];
     s->fd_counters = fds[3];
+    s->fd_owned6 = owned6_of_link(fds[0]);
     s->native = true;
     *out = s;
     return 0;
@@ -361,37 +407,65 @@ int steer__del(struct steer *s, const struct steer_key *k)
 
 int steer__forget_stack(struct steer *s, uint32_t stack)
 {
-    return steer_map__forget_stack(s->fd_owned, stack);
+    int n = steer_map__forget_stack(s->fd_owned, stack);
+    int n6 = s->fd_owned6 >= 0 ? steer_map__forget_stack(s->fd_owned6, stack) : 0;
+    return n < 0 ? n : n6 < 0 ? n6 : n + n6;
 }
 
+/* Any owned-flow map (IPv4 or IPv6 keys: the key size is the map's). */
 int steer_map__forget_stack(int fd_owned, uint32_t stack)
 {
-    struct steer_key k, next, *prev = NULL;
+    struct bpf_map_info mi;
+    uint32_t len = sizeof(mi);
+    memset(&mi, 0, sizeof(mi));
+    if (bpf_obj_get_info_by_fd(fd_owned, &mi, &len) != 0 || mi.value_size != sizeof(struct steer_val) ||
+        mi.key_size == 0 || mi.key_size > 64)
+        return -EINVAL;
+    size_t ks = mi.key_size;
+    uint8_t k[64], next[64];
     struct steer_val v;
     int n = 0;
-    /* Deleting the key just visited lets get_next_key restart from the top (it does not find
-     * prev), so the walk deletes behind itself: keys are collected first, then deleted. */
+    /* Deleting the key just visited would make get_next_key restart from the top (it does not
+     * find prev): keys are collected first, a batch at a time, then deleted. */
     enum { BATCH = 256 };
-    struct steer_key *del = malloc(BATCH * sizeof(*del));
+    uint8_t *del = malloc(BATCH * ks);
     if (!del)
         return -ENOMEM;
     for (;;) {
         int nd = 0;
-        prev = NULL;
-        while (nd < BATCH && bpf_map_get_next_key(fd_owned, prev, &next) == 0) {
-            k = next;
-            prev = &k;
-            if (bpf_map_lookup_elem(fd_owned, &k, &v) == 0 && v.stack == stack)
-                del[nd++] = k;
+        bool first = true;
+        while (nd < BATCH && bpf_map_get_next_key(fd_owned, first ? NULL : k, next) == 0) {
+            memcpy(k, next, ks);
+            first = false;
+            if (bpf_map_lookup_elem(fd_owned, k, &v) == 0 && v.stack == stack)
+                memcpy(del + (size_t)nd++ * ks, k, ks);
         }
         for (int i = 0; i < nd; i++)
-            if (bpf_map_delete_elem(fd_owned, &del[i]) == 0)
+            if (bpf_map_delete_elem(fd_owned, del + (size_t)i * ks) == 0)
                 n++;
         if (nd < BATCH)
             break;
     }
     free(del);
     return n;
+}
+
+int steer__add6(struct steer *s, const struct steer_key6 *k, const struct steer_val *v)
+{
+    if (s->fd_owned6 < 0)
+        return -EOPNOTSUPP;
+    struct steer_key6 key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return bpf_map_update_elem(s->fd_owned6, &key, v, BPF_ANY);
+}
+
+int steer__del6(struct steer *s, const struct steer_key6 *k)
+{
+    if (s->fd_owned6 < 0)
+        return -EOPNOTSUPP;
+    struct steer_key6 key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return bpf_map_delete_elem(s->fd_owned6, &key);
 }
 
 int steer__counters(struct steer *s, uint64_t *out)

@@ -39,6 +39,9 @@ int steer__del(struct steer *s, const struct steer_key *k);
 int steer__forget_stack(struct steer *s, uint32_t stack);
 /* The same on an owned-flow map's fd (the unit tests' skeleton). */
 int steer_map__forget_stack(int fd_owned, uint32_t stack);
+/* IPv6 flows (slip_owned6). -EOPNOTSUPP when an adopted attachment could not find that map. */
+int steer__add6(struct steer *s, const struct steer_key6 *k, const struct steer_val *v);
+int steer__del6(struct steer *s, const struct steer_key6 *k);
 /* Sums the per-CPU counters into out[STEER_C__MAX]. */
 int steer__counters(struct steer *s, uint64_t *out);
 /* Human-readable counter names, index by enum steer_counter. */

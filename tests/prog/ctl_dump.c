@@ -2,7 +2,8 @@
  * system tests can compare them with `ip`. Options: --watch SECONDS follows live updates (printed
  * as "update +<line>" / "update -<line>"), --resolve IFNAME A.B.C.D asks the kernel to ARP,
  * --route A.B.C.D prints the lookup done on the final tables. --rcvbuf BYTES and --pause SECONDS
- * (shrink the event socket, then stay away from it) let a test overrun it to exercise ENOBUFS. */
+ * (shrink the event socket, then stay away from it) let a test overrun it to exercise ENOBUFS.
+ * IPv6: addr6/route6/neigh6 lines, --route6 ADDR[%IFINDEX] and --resolve6 IFNAME ADDR. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -19,7 +20,8 @@
 
 #include "ctl/ctl.h"
 
-#define MAX_LINES (CTL_MAX_LINKS + CTL_MAX_ADDRS + CTL_MAX_ROUTES + CTL_MAX_NEIGHS)
+#define MAX_LINES (CTL_MAX_LINKS + CTL_MAX_ADDRS + CTL_MAX_ROUTES + CTL_MAX_NEIGHS + CTL_MAX_ADDRS6 + \
+                   CTL_MAX_ROUTES6 + CTL_MAX_NEIGHS6)
 #define LINE_LEN 160
 
 struct lines {
@@ -30,6 +32,11 @@ struct lines {
 static const char *ip_str(be32 a, char *buf)
 {
     return inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+static const char *ip6_str(const struct wire_ipv6_addr *a, char *buf)
+{
+    return inet_ntop(AF_INET6, a, buf, INET6_ADDRSTRLEN);
 }
 
 static const char *mac_str(const uint8_t *m, char *buf)
@@ -93,13 +100,31 @@ static void render(const struct ctl_tables *t, struct lines *out)
         snprintf(out->v[out->n++], LINE_LEN, "neigh ifindex=%u ip=%s mac=%s state=%s",
                  n->ifindex, ip_str(n->addr, a), mac_str(n->mac, m), nud_str(n->state));
     }
+    char a6[INET6_ADDRSTRLEN], b6[INET6_ADDRSTRLEN], c6[INET6_ADDRSTRLEN];
+    for (uint32_t i = 0; i < t->naddrs6; i++) {
+        const struct ctl_addr6 *x = &t->addrs6[i];
+        snprintf(out->v[out->n++], LINE_LEN, "addr6 ifindex=%u addr=%s/%u scope=%u flags=0x%x",
+                 x->ifindex, ip6_str(&x->addr, a6), x->prefixlen, x->scope, x->flags);
+    }
+    for (uint32_t i = 0; i < t->nroutes6; i++) {
+        const struct ctl_route6 *r = &t->routes6[i];
+        snprintf(out->v[out->n++], LINE_LEN,
+                 "route6 dst=%s/%u type=%s gw=%s oif=%u src=%s mtu=%u metric=%u table=%u",
+                 ip6_str(&r->dst, a6), r->prefixlen, rtn_str(r->type), ip6_str(&r->gateway, b6), r->oif,
+                 ip6_str(&r->prefsrc, c6), r->mtu, r->priority, r->table);
+    }
+    for (uint32_t i = 0; i < t->nneighs6; i++) {
+        const struct ctl_neigh6 *n = &t->neighs6[i];
+        snprintf(out->v[out->n++], LINE_LEN, "neigh6 ifindex=%u ip=%s mac=%s state=%s",
+                 n->ifindex, ip6_str(&n->addr, a6), mac_str(n->mac, m), nud_str(n->state));
+    }
 }
 
 static void print_tables(const char *title, const struct ctl_tables *t, struct lines *ls)
 {
     render(t, ls);
-    printf("# %s links=%u addrs=%u routes=%u neighs=%u updates=%llu overflows=%llu\n", title,
-           t->nlinks, t->naddrs, t->nroutes, t->nneighs, (unsigned long long)t->updates,
+    printf("# %s links=%u addrs=%u routes=%u neighs=%u addrs6=%u routes6=%u neighs6=%u updates=%llu "
+           "overflows=%llu\n", title, t->nlinks, t->naddrs, t->nroutes, t->nneighs, t->naddrs6, t->nroutes6, t->nneighs6, (unsigned long long)t->updates,
            (unsigned long long)t->overflows);
     for (unsigned i = 0; i < ls->n; i++)
         printf("%s\n", ls->v[i]);
@@ -166,7 +191,7 @@ static int watch(struct ctl *c, struct ctl_tables *t, double seconds, double pau
 static void usage(void)
 {
     fprintf(stderr, "usage: ctl_dump [--watch SECONDS [--pause SECONDS] [--rcvbuf BYTES]] [--route A.B.C.D]\n"
-                    "                [--resolve IFNAME A.B.C.D]\n");
+                    "                [--resolve IFNAME A.B.C.D] [--route6 ADDR[%%IFINDEX]] [--resolve6 IFNAME ADDR]\n");
     exit(2);
 }
 
@@ -178,17 +203,28 @@ int main(int argc, char **argv)
         { "resolve", required_argument, NULL, 'R' },
         { "rcvbuf", required_argument, NULL, 'b' },
         { "pause", required_argument, NULL, 'p' },
+        { "route6", required_argument, NULL, '6' },
+        { "resolve6", required_argument, NULL, 'S' },
         { NULL, 0, NULL, 0 },
     };
     double watch_s = 0, pause_s = 0;
     int rcvbuf = 0;
-    const char *route = NULL, *res_if = NULL, *res_ip = NULL;
+    const char *route = NULL, *res_if = NULL, *res_ip = NULL, *route6 = NULL;
+    bool res6 = false;
     for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (o) {
         case 'w': watch_s = atof(optarg); break;
         case 'r': route = optarg; break;
         case 'b': rcvbuf = atoi(optarg); break;
         case 'p': pause_s = atof(optarg); break;
+        case '6': route6 = optarg; break;
+        case 'S':
+            if (optind >= argc)
+                usage();
+            res_if = optarg;
+            res_ip = argv[optind++];
+            res6 = true;
+            break;
         case 'R':
             if (optind >= argc)
                 usage();
@@ -220,11 +256,12 @@ int main(int argc, char **argv)
     if (res_if) {
         const struct ctl_link *l = ctl_tables__link_by_name(t, res_if);
         struct in_addr a;
-        if (!l || inet_pton(AF_INET, res_ip, &a) != 1) {
+        struct wire_ipv6_addr a6;
+        if (!l || inet_pton(res6 ? AF_INET6 : AF_INET, res_ip, res6 ? (void *)&a6 : (void *)&a) != 1) {
             fprintf(stderr, "--resolve: unknown interface %s or bad address %s\n", res_if, res_ip);
             return 1;
         }
-        err = ctl__resolve(c, l->ifindex, a.s_addr);
+        err = res6 ? ctl__resolve6(c, l->ifindex, &a6) : ctl__resolve(c, l->ifindex, a.s_addr);
         printf("resolve ifindex=%u ip=%s rc=%d\n", l->ifindex, res_ip, err);
         fflush(stdout);
         if (err < 0)
@@ -248,6 +285,27 @@ int main(int argc, char **argv)
         else
             printf("nexthop dst=%s ifindex=%u via=%s src=%s mtu=%u type=%s\n", route, nh.ifindex,
                    ip_str(nh.nexthop, v), ip_str(nh.src, s), nh.mtu, rtn_str(nh.type));
+        fflush(stdout);
+    }
+    if (route6) {
+        char buf[INET6_ADDRSTRLEN + 16], v[INET6_ADDRSTRLEN], sbuf[INET6_ADDRSTRLEN];
+        snprintf(buf, sizeof(buf), "%s", route6);
+        char *pct = strchr(buf, '%');
+        uint32_t oif = 0;
+        if (pct) {
+            *pct = 0;
+            oif = (uint32_t)atoi(pct + 1);
+        }
+        struct wire_ipv6_addr d;
+        struct ctl_nexthop6 nh;
+        if (inet_pton(AF_INET6, buf, &d) != 1)
+            usage();
+        err = ctl_tables__route6(t, &d, oif, &nh);
+        if (err < 0)
+            printf("nexthop6 dst=%s error=%s\n", route6, strerror(-err));
+        else
+            printf("nexthop6 dst=%s ifindex=%u via=%s src=%s mtu=%u type=%s\n", route6, nh.ifindex,
+                   ip6_str(&nh.nexthop, v), ip6_str(&nh.src, sbuf), nh.mtu, rtn_str(nh.type));
         fflush(stdout);
     }
     ctl__close(c);

@@ -134,11 +134,13 @@ def posix_peer_bed(build_dir):
     for f in (exe, lib):
         if not f.exists():
             pytest.skip(f"not built: {f}")
-    tb = Testbed(Topology(), prefix=default_prefix())
+    # IPv6 too: the v6n_* scenarios talk native IPv6 UDP to a's 2001:2::1 (issue 16)
+    tb = Testbed(Topology(ipv6=True), prefix=default_prefix())
     try:
         tb.up()
         a, b = tb.host("a"), tb.host("b")
-        peer = a.popen([sys.executable, str(HERE / "apps" / "posix_peer.py"), "--bind", a.addr],
+        peer = a.popen([sys.executable, str(HERE / "apps" / "posix_peer.py"), "--bind", a.addr,
+                        "--bind6", a.addr6],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = peer.stdout.readline().strip()
         assert line == "ready", f"posix_peer did not start: {line!r} {peer.stderr.read() if peer.poll() else ''}"

@@ -44,7 +44,7 @@ def section(out, title):
         if line.startswith("# "):
             inside = line.startswith(f"# {title} ")
             continue
-        if inside and re.match(r"(link|addr|route|neigh) ", line):
+        if inside and re.match(r"(link|addr6?|route6?|neigh6?) ", line):
             lines.append(line)
     return lines
 
@@ -209,3 +209,44 @@ def test_resolve_keeps_permanent_entry(tb, ctl_dump):
     assert find(section(out, "tables"), "neigh", ip="198.18.0.77", state="PERMANENT"), out
     e = [e for e in kernel_neigh(b) if e["dst"] == "198.18.0.77"]
     assert e and "PERMANENT" in e[0]["state"], e
+
+
+@pytest.fixture
+def tb6(make_testbed):
+    return make_testbed(Topology(ipv6=True))
+
+
+def test_ipv6_dump_route_and_kernel_nd(tb6, ctl_dump):
+    """IPv6 is mirrored like IPv4: the host's addresses (global and link-local), the per-link
+    routes, a route lookup with its RFC 6724 source, and neighbours that only the kernel's ND
+    resolves (after `ip -6 neigh flush`, --resolve6 makes the kernel solicit again)."""
+    a, b = tb6.host("a"), tb6.host("b")
+    idx = ifindex(b)
+    b.run(["ip", "-6", "route", "add", "2001:2:77::/48", "via", a.addr6, "mtu", "1400"], check=True, timeout=30)
+    for h in (a, b):
+        h.run(["ip", "-6", "neigh", "flush", "dev", "veth0"], check=True, timeout=30)
+    p, head = start_watch(b, ctl_dump, "--resolve6", "veth0", a.addr6, "--watch", "2",
+                          "--route6", "2001:2:77::9")
+    out, _ = finish(p, head)
+    tables = section(out, "tables")
+    assert find(tables, "addr6", ifindex=idx, addr=f"{b.addr6}/64"), out
+    assert [l for l in tables if l.startswith("addr6 ") and f"ifindex={idx} addr=fe80:" in l], out
+    assert not find(tables, "addr", addr=f"{b.addr6}/64"), out      # not in the IPv4 table
+    r = find(tables, "route6", dst="2001:2::/64", oif=idx)
+    assert len(r) == 1 and r[0]["gw"] == "::" and r[0]["table"] == "254", out
+    assert find(tables, "route6", dst="fe80::/64", oif=idx), out
+    r = find(tables, "route6", dst="2001:2:77::/48")
+    assert len(r) == 1 and r[0]["gw"] == a.addr6 and r[0]["mtu"] == "1400", out
+
+    assert re.search(rf"^resolve ifindex={idx} ip={re.escape(a.addr6)} rc=0$", out, re.M), out
+    n = find(section(out, "final"), "neigh6", ip=a.addr6)
+    assert len(n) == 1, out
+    assert n[0]["mac"] == a.mac.lower() and n[0]["state"] == "REACHABLE", out
+    nh = [l for l in out.splitlines() if l.startswith("nexthop6 ")]
+    assert nh == [f"nexthop6 dst=2001:2:77::9 ifindex={idx} via={a.addr6} src={b.addr6} mtu=1400 type=unicast"], out
+
+    # a flush reaches the mirror as a deletion (or a FAILED/NONE state), never a stale MAC
+    p, head = start_watch(b, ctl_dump, "--watch", "2")
+    b.run(["ip", "-6", "neigh", "flush", "dev", "veth0"], check=True, timeout=30)
+    out, _ = finish(p, head)
+    assert not find(section(out, "final"), "neigh6", ip=a.addr6, state="REACHABLE"), out

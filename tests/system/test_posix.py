@@ -136,6 +136,29 @@ def test_dualstack_accelerated(posix_peer_bed):
     assert kdg <= 2, kdg    # the v6-only socket's sendto fails before anything leaves
 
 
+def snmp6(host):
+    return {k: int(v) for k, v in (l.split() for l in host.run(["cat", "/proc/net/snmp6"], check=True)
+                                   .stdout.splitlines() if l.strip())}
+
+
+def test_native6_accelerated(posix_peer_bed):
+    """The native IPv6 UDP scenarios (v6n_*) on their own under slipstream: the stack carried
+    their datagrams (both families for the dual-stack one), host b's kernel none of the IPv6 ones
+    (the v6-only socket's v4-mapped sendto fails before anything leaves)."""
+    a, b, slip_prefix = posix_peer_bed
+    names = [n for n in NAMES if n.startswith("v6n_")]
+    before = snmp6(b)
+    res, err = run_pass(b, slip_prefix, env={"SLIP_DUMP_AT_EXIT": "1"}, names=names)
+    after = snmp6(b)
+    assert all("crashed_or_hung" not in r and "not_run" not in r for r in res.values()), res
+    c = stack_counters(err)
+    k6 = after["Udp6InDatagrams"] + after["Udp6OutDatagrams"] - before["Udp6InDatagrams"] - before["Udp6OutDatagrams"]
+    print(f"stack udp.rx_datagrams {c.get('udp.rx_datagrams')} ip.rx6_delivered {c.get('ip.rx6_delivered')}; "
+          f"host b kernel: {k6} UDP6 datagrams")
+    assert c.get("ip.rx6_delivered", 0) >= 10 and c.get("udp.rx_datagrams", 0) >= 10, c
+    assert k6 == 0, k6
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n]))
                                   if n in KNOWN else n for n in NAMES])
 def test_scenario(outcomes, name):

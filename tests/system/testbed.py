@@ -18,6 +18,7 @@ Loss on a router topology (Topology(router=True)), as a lossy wire would drop pa
 """
 
 import atexit
+import ipaddress
 import os
 import select
 import shlex
@@ -156,6 +157,9 @@ class Iface:
         self.peer_ifname = peer_ifname
         self.peer_addr = peer_addr
         self.peer_mac = peer_mac
+        # Set with Topology(ipv6=True): benchmarking range 2001:2::/48 (RFC 5180), /64 per link.
+        self.addr6 = None
+        self.peer_addr6 = None
 
     def __repr__(self):
         return f"Iface({self.name} {self.addr}/{self.prefixlen} {self.mac} -> {self.peer_host})"
@@ -174,6 +178,7 @@ class Host:
         self.ns = ns
         self.ifaces = []
         self.gateway = None
+        self.gateway6 = None
 
     # The first interface is the one tests almost always want.
     @property
@@ -187,6 +192,14 @@ class Host:
     @property
     def mac(self):
         return self.ifaces[0].mac
+
+    @property
+    def addr6(self):
+        return self.ifaces[0].addr6
+
+    @property
+    def peer_addr6(self):
+        return self.ifaces[0].peer_addr6
 
     @property
     def prefixlen(self):
@@ -419,11 +432,20 @@ class Testbed:
             ix, iy = f"veth{nif[x]}", f"veth{nif[y]}"
             nif[x] += 1
             nif[y] += 1
-            self._hosts[x].ifaces.append(Iface(ix, ax, 24, mx, y, iy, ay, my))
-            self._hosts[y].ifaces.append(Iface(iy, ay, 24, my, x, ix, ax, mx))
+            fx, fy = Iface(ix, ax, 24, mx, y, iy, ay, my), Iface(iy, ay, 24, my, x, ix, ax, mx)
+            if t.ipv6:
+                # like the IPv4 plan: link k is 2001:2:0:<k>::/64 (router: <k+1>, r is ::fe)
+                net6 = f"2001:2:0:{k + 1 if t.router else k:x}"
+                fx.addr6, fy.addr6 = (str(ipaddress.IPv6Address(f"{net6}::{x}"))
+                                      for x in ("1", "fe" if t.router else "2"))
+                fx.peer_addr6, fy.peer_addr6 = fy.addr6, fx.addr6
+            self._hosts[x].ifaces.append(fx)
+            self._hosts[y].ifaces.append(fy)
             self.links.append((x, ix, y, iy))
             if t.router:
                 self._hosts[x].gateway = ay
+                if t.ipv6:
+                    self._hosts[x].gateway6 = fy.addr6
         for h in self._hosts.values():
             if not h.ifaces:
                 raise ValueError(f"host {h.name!r} has no link")
@@ -470,18 +492,30 @@ class Testbed:
             if not t.ipv6:
                 sysctls += ["net.ipv6.conf.all.disable_ipv6=1",
                             "net.ipv6.conf.default.disable_ipv6=1"]
+            if t.ipv6:
+                # No DAD on the link-local either: while it is tentative the kernel sends no
+                # neighbour solicitation of its own accord (ndisc_send_ns wants a usable
+                # link-local source), so a resolution asked over netlink would wait for DAD.
+                sysctls += [f"net.ipv6.conf.{f.name}.accept_dad=0" for f in h.ifaces]
             if h.name == "r" and t.router:
                 sysctls += ["net.ipv4.ip_forward=1"]
+                if t.ipv6:
+                    sysctls += ["net.ipv6.conf.all.forwarding=1"]
             if sysctls:
                 self._nsexec(h, ["sysctl", "-q", "-w", *sysctls])
             _ip("-n", h.ns, "link", "set", "lo", "up")
             for f in h.ifaces:
                 _ip("-n", h.ns, "addr", "add", f"{f.addr}/{f.prefixlen}", "dev", f.name)
+                if f.addr6:
+                    # nodad: usable at once (a tentative address is no source, RFC 4862)
+                    _ip("-n", h.ns, "-6", "addr", "add", f"{f.addr6}/64", "dev", f.name, "nodad")
                 # A kernel veth peer would otherwise send CHECKSUM_PARTIAL frames (TESTBED.md).
                 self._nsexec(h, ["ethtool", "-K", f.name, "tx", "off"])
                 _ip("-n", h.ns, "link", "set", f.name, "up")
             if h.gateway:
                 _ip("-n", h.ns, "route", "add", "default", "via", h.gateway)
+            if h.gateway6:
+                _ip("-n", h.ns, "-6", "route", "add", "default", "via", h.gateway6)
         self._wait_carrier()
 
     def _wait_carrier(self, timeout=3.0):

@@ -136,10 +136,10 @@ def h_cmd(c, peer):
         drain(c)
 
 
-def udp(addr):
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def udp(addr, fam=socket.AF_INET):
+    u = socket.socket(fam, socket.SOCK_DGRAM)
     u.bind((addr, UDPECHO))
-    o = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    o = socket.socket(fam, socket.SOCK_DGRAM)
     o.bind((addr, UDPOTHER))
 
     def loop():
@@ -154,11 +154,14 @@ def udp(addr):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--bind6", help="also a UDP echo (and other port) on this IPv6 address")
     a = ap.parse_args()
     for port, h in ((ECHO, h_echo), (DISCARD, h_discard), (RESET, h_reset), (CLOSEAFTER, h_closeafter),
                     (HOLD, h_hold), (CMD, h_cmd)):
         serve(port, h, a.bind)
     udp(a.bind)
+    if a.bind6:
+        udp(a.bind6, socket.AF_INET6)
     print("ready", flush=True)
     try:
         while True:

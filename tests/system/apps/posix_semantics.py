@@ -28,6 +28,7 @@ import time
 import traceback
 
 PEER = "198.18.0.1"
+PEER6 = "2001:2::1"      # the testbed's IPv6 address of host a (Topology(ipv6=True))
 ECHO, DISCARD, RESET, CLOSEAFTER, CLOSED, UDPECHO, HOLD, CMD, UDPOTHER = (
     7001, 7002, 7003, 7004, 7005, 7006, 7007, 7008, 7010)
 SIOCOUTQ = termios.TIOCOUTQ
@@ -1607,13 +1608,25 @@ def _register_dualstack():
 _register_dualstack()
 
 
+def _register_native6():
+    """Native IPv6 UDP (apps/posix_native6.py), when the peer has an IPv6 address (--peer6)."""
+    import posix_native6
+    me = sys.modules[__name__]
+    for n, fn in posix_native6.SCENARIOS.items():
+        SCENARIOS["v6n_" + n] = (lambda f: lambda o: f(me, o))(fn)
+
+
+_register_native6()
+
+
 # ------------------------------------------------------------------------------------------
 
 
 def main():
-    global PEER
+    global PEER, PEER6
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", default=PEER)
+    ap.add_argument("--peer6", default=PEER6)
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--watchdog", type=float, default=15.0, help="seconds a scenario may take")
     ap.add_argument("names", nargs="*")
@@ -1623,6 +1636,7 @@ def main():
             print(n)
         return
     PEER = a.peer
+    PEER6 = a.peer6
     import faulthandler
     names = a.names or list(SCENARIOS)
     for n in names:

@@ -429,13 +429,17 @@ TEST(test_apply_neigh_states_and_del)
     CHECK_MEM(got, mac, 6);
     ctl_apply__msg(t, msg_neigh(RTM_NEWNEIGH, 2, "198.18.0.1", NUD_FAILED, NULL));
     CHECK(ctl_tables__neigh(t, 2, ip("198.18.0.1"), got), ==, -EHOSTUNREACH);
-    /* Proxy entries and other families are ignored. */
+    /* Proxy entries and other families (bridge FDB) are ignored; AF_INET6 has its own table
+     * (test_ctl6), where a 4-byte address is malformed. */
     struct nlmsghdr *nlh = msg_neigh(RTM_NEWNEIGH, 2, "198.18.0.9", NUD_PERMANENT, mac);
     ((struct ndmsg *)mnl_nlmsg_get_payload(nlh))->ndm_flags = NTF_PROXY;
     CHECK(ctl_apply__msg(t, nlh), ==, 0);
     nlh = msg_neigh(RTM_NEWNEIGH, 2, "198.18.0.9", NUD_PERMANENT, mac);
-    ((struct ndmsg *)mnl_nlmsg_get_payload(nlh))->ndm_family = AF_INET6;
+    ((struct ndmsg *)mnl_nlmsg_get_payload(nlh))->ndm_family = AF_BRIDGE;
     CHECK(ctl_apply__msg(t, nlh), ==, 0);
+    ((struct ndmsg *)mnl_nlmsg_get_payload(nlh))->ndm_family = AF_INET6;
+    CHECK(ctl_apply__msg(t, nlh), ==, -EINVAL);
+    CHECK(t->nneighs6, ==, 0);
     CHECK(t->nneighs, ==, 1);
     CHECK(ctl_apply__msg(t, msg_neigh(RTM_DELNEIGH, 2, "198.18.0.1", NUD_FAILED, NULL)), ==, CTL_APPLY_USED);
     CHECK(t->nneighs, ==, 0);

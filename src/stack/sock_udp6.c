@@ -1,0 +1,163 @@
+/* The stack's UDP calls for IPv6 (issue 16): an AF_INET6 socket bound natively, v6-only, or
+ * dual-stack on :: (then in both demux tables and both steering maps). The application's kernel
+ * socket, already bound by the POSIX layer, holds the port as for IPv4; the claim goes into the
+ * steering program's slip_owned6 (and slip_owned for a dual-stack socket). Each call takes the
+ * lock. */
+#include "stack/stack_int.h"
+
+static bool sock_ok(struct slip_stack *s, int sock)
+{
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
+}
+
+static void key6(struct steer_key6 *k, const struct wire_ipv6_addr *addr, uint16_t port)
+{
+    memset(k, 0, sizeof(*k));
+    memcpy(k->laddr, addr, 16);
+    k->lport = hton16(port);
+    k->proto = IPPROTO_UDP;
+}
+
+/* Lock held: drops the claims of a bound IPv6 socket unless another socket of a SO_REUSEPORT
+ * group still needs them. */
+void udp6_unclaim(struct slip_stack *s, int sock)
+{
+    const struct udp_sock *u = &s->udp->socks[sock];
+    for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++) {
+        const struct udp_sock *o = &s->udp->socks[i];
+        if ((int)i != sock && o->in6 && o->state == UDPS_BOUND && o->lport == u->lport &&
+            memcmp(&o->laddr6, &u->laddr6, 16) == 0)
+            return;
+    }
+    struct steer_key6 k;
+    key6(&k, &u->laddr6, u->lport);
+    for (unsigned i = 0; i < s->nifs; i++)
+        steer__del6(s->ifs[i].steer, &k);
+}
+
+int slip_udp6__bind_bound(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint32_t scope,
+                          bool dual, int app_kfd)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    struct sockaddr_in6 sin6;
+    socklen_t sl = sizeof(sin6);
+    if (getsockname(app_kfd, (struct sockaddr *)&sin6, &sl) < 0)
+        return -errno;
+    uint16_t port = ntoh16(sin6.sin6_port);
+    if (!port)
+        return -EINVAL;
+    int reuseport = 0;
+    socklen_t rl = sizeof(reuseport);
+    if (getsockopt(app_kfd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl) < 0)
+        reuseport = 0;
+
+    stack_lock(s);
+    udp_sock__set_reuseport(s->udp, (slip_idx_t)sock, reuseport != 0);
+    int rc = udp_sock__bind6(s->udp, (slip_idx_t)sock, addr, port, scope, dual);
+    if (rc == 0) {
+        struct steer_key6 k6;
+        struct steer_key k4;
+        struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
+        key6(&k6, addr, port);
+        steer_key(&k4, 0, port);
+        for (unsigned i = 0; i < s->nifs && rc == 0; i++) {
+            rc = steer__add6(s->ifs[i].steer, &k6, &v);
+            if (rc == 0 && dual)
+                rc = steer__add(s->ifs[i].steer, &k4, &v);
+        }
+        if (rc < 0) {
+            for (unsigned i = 0; i < s->nifs; i++) {
+                steer__del6(s->ifs[i].steer, &k6);
+                if (dual)
+                    steer__del(s->ifs[i].steer, &k4);
+            }
+            udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
+            udp_sock__alloc(s->udp);    /* the same slot: the caller's handle stays open */
+        }
+    }
+    stack_unlock(s);
+    if (rc == 0)
+        s->t.us[sock].kfd = 0;      /* the application's socket holds the port */
+    return rc;
+}
+
+int slip_udp6__connect(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint16_t port,
+                       uint32_t scope)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    int rc = udp_sock__connect6(s->udp, (slip_idx_t)sock, addr, port, scope);
+    stack_unlock(s);
+    return rc;
+}
+
+bool slip_udp6__bound6(struct slip_stack *s, int sock)
+{
+    return sock_ok(s, sock) && s->udp->socks[sock].in6;
+}
+
+int slip_udp6__peer(struct slip_stack *s, int sock, struct udp_peer *p)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    const struct udp_sock *u = &s->udp->socks[sock];
+    if (!u->connected)
+        return -ENOTCONN;
+    memset(p, 0, sizeof(*p));
+    static const struct wire_ipv6_addr any;
+    p->v6 = memcmp(&u->raddr6, &any, sizeof(any)) != 0;
+    p->v4 = u->raddr;
+    p->a6 = u->raddr6;
+    p->scope = u->scope;
+    p->port = u->rport;
+    return 0;
+}
+
+ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt,
+                           const struct wire_ipv6_addr *dst, uint16_t dport, uint32_t scope)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    env_refresh(s, slip_stack__now());
+    ssize_t rc = udp_sock__send6(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport, scope);
+    if (rc == -ENOBUFS) {
+        for (unsigned i = 0; i < s->nifs; i++)
+            for (unsigned q = 0; q < s->ifs[i].nq; q++)
+                xsk_port__tx_flush(s->ifs[i].ports[q]);
+        rc = udp_sock__send6(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport, scope);
+    }
+    ip_output__flush(&s->env);
+    stack_unlock(s);
+    return rc;
+}
+
+ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct udp_peer *from,
+                            unsigned flags)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    stack_lock(s);
+    ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from, flags);
+    stack_unlock(s);
+    return rc;
+}
+
+int slip_udp6__setopt(struct slip_stack *s, int sock, int opt, int val)
+{
+    if (!sock_ok(s, sock))
+        return -EBADF;
+    struct udp_sock *u = &s->udp->socks[sock];
+    switch (opt) {
+    case IPV6_TCLASS:
+        u->tclass = (uint8_t)(val < 0 ? 0 : val);
+        return 0;
+    case IPV6_UNICAST_HOPS:
+        u->hops = (uint8_t)(val < 0 ? 0 : val);
+        return 0;
+    default:
+        return -ENOPROTOOPT;
+    }
+}

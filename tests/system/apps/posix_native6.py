@@ -1,0 +1,125 @@
+"""Native IPv6 UDP scenarios for posix_semantics.py (the kernel-vs-slipstream differential test,
+issue 16): AF_INET6 datagram sockets talking to the peer's IPv6 address (PEER6, 2001:2::1 in the
+testbed), which the stack carries since phase 2. Registered as v6n_<name>; `m` is
+posix_semantics itself (attempt, pattern, PEER, PEER6, UDPECHO, UDPOTHER, CLOSED). Each returns
+what a program can observe; ports the kernel picks are reported as "set" only.
+"""
+import select
+import socket
+import struct
+
+V6, UDP = socket.AF_INET6, socket.SOCK_DGRAM
+IP6 = socket.IPPROTO_IPV6
+
+
+def name6(a):
+    return [a[0], a[1] != 0, a[2], a[3]]
+
+
+def sc_udp_sendto_recvfrom(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    o["unbound"] = list(u.getsockname())
+    o["sendto"] = m.attempt(u.sendto, m.pattern(100), (m.PEER6, m.UDPECHO))
+    o["name"] = name6(u.getsockname())
+    d, src = u.recvfrom(2000)
+    o["data_ok"] = d == m.pattern(100)
+    o["from"] = list(src)
+    # a datagram larger than the link MTU: fragmented both ways
+    o["big_sendto"] = m.attempt(u.sendto, m.pattern(5000, 3), (m.PEER6, m.UDPECHO))
+    d, src = u.recvfrom(8000)
+    o["big"] = [len(d), d == m.pattern(5000, 3), list(src)]
+    # MSG_PEEK|MSG_TRUNC with a short buffer: the full length, the datagram stays
+    m.attempt(u.sendto, b"0123456789", (m.PEER6, m.UDPECHO))
+    o["peek_trunc"] = u.recvmsg(4, 0, socket.MSG_PEEK | socket.MSG_TRUNC)[2] & socket.MSG_TRUNC != 0
+    o["after_peek"] = u.recv(100)
+    u.close()
+
+
+def sc_udp_connected(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    o["connect"] = m.attempt(u.connect, (m.PEER6, m.UDPECHO))
+    o["peer"] = list(u.getpeername())
+    o["send"] = u.send(b"hello")
+    o["recv"] = u.recv(100)
+    # the peer answers "other:" from another port first: a connected socket never sees it
+    u.send(b"other:x")
+    o["other_filtered"] = u.recv(100)
+    u.settimeout(0.3)
+    o["nothing_more"] = m.attempt(u.recv, 100)
+    # sendto another destination on a connected UDP socket is allowed (Linux)
+    u.settimeout(3)
+    o["sendto_other"] = m.attempt(u.sendto, b"again", (m.PEER6, m.UDPECHO))
+    o["recv_again"] = m.attempt(u.recv, 100)
+    u.close()
+
+
+def sc_udp_unconnected_sees_both_ports(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    u.sendto(b"other:y", (m.PEER6, m.UDPECHO))
+    got = sorted([list(u.recvfrom(100)) for _ in range(2)], key=lambda x: x[1][1])
+    o["both"] = [[d.decode(), list(src)] for d, src in got]
+    u.close()
+
+
+def sc_udp_refused(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    u.connect((m.PEER6, m.CLOSED))
+    o["send"] = u.send(b"x")
+    p = select.poll()
+    p.register(u, select.POLLIN)
+    o["poll"] = sorted(e for _, e in p.poll(3000))
+    o["recv"] = m.attempt(u.recv, 100)
+    o["so_error_after"] = u.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    u.close()
+
+
+def sc_udp_bind_any_v6only(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    u.setsockopt(IP6, socket.IPV6_V6ONLY, 1)
+    o["bind"] = m.attempt(u.bind, ("::", 0))
+    o["name"] = name6(u.getsockname())
+    o["sendto_mapped"] = m.attempt(u.sendto, b"x", ("::ffff:" + m.PEER, m.UDPECHO))
+    o["sendto_v6"] = m.attempt(u.sendto, b"y", (m.PEER6, m.UDPECHO))
+    o["recvfrom"] = [x if isinstance(x, bytes) else list(x) for x in u.recvfrom(100)]
+    o["v6only_after_bind"] = m.attempt(u.setsockopt, IP6, socket.IPV6_V6ONLY, 0)
+    u.close()
+
+
+def sc_udp_dualstack_both(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    o["bind"] = m.attempt(u.bind, ("::", 0))
+    u.sendto(b"four", ("::ffff:" + m.PEER, m.UDPECHO))
+    d, src = u.recvfrom(100)
+    o["v4"] = [d.decode(), list(src)]
+    u.sendto(b"six", (m.PEER6, m.UDPECHO))
+    d, src = u.recvfrom(100)
+    o["v6"] = [d.decode(), list(src)]
+    u.close()
+
+
+def sc_udp_recvpktinfo(m, o):
+    u = socket.socket(V6, UDP)
+    u.settimeout(3)
+    u.setsockopt(IP6, socket.IPV6_RECVPKTINFO, 1)
+    u.sendto(b"pi", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 256)
+    o["first"] = [d, fl, [[lvl, typ, socket.inet_ntop(V6, data[:16]), struct.unpack("I", data[16:20])[0], len(data)]
+                          for lvl, typ, data in anc]]
+    # a control buffer too small for even a header: nothing, MSG_CTRUNC
+    u.sendto(b"small", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 8)
+    o["small_buffer"] = [d, fl & socket.MSG_CTRUNC != 0, len(anc)]
+    u.setsockopt(IP6, socket.IPV6_RECVPKTINFO, 0)
+    u.sendto(b"off", (m.PEER6, m.UDPECHO))
+    d, anc, fl, src = u.recvmsg(100, 256)
+    o["off"] = [d, fl, len(anc)]
+    u.close()
+
+
+SCENARIOS = {n[3:]: f for n, f in list(globals().items()) if n.startswith("sc_") and callable(f)}
