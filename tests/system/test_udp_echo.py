@@ -216,10 +216,12 @@ def _steer_prog_ids(host):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_teardown_leaves_no_program_link_or_map(testbed, echo_exe, sig):
     a, b = testbed.host("a"), testbed.host("b")
-    before = _steer_prog_ids(b)
     echo = Echo(b, echo_exe, ["--port", "7"])
-    during = _steer_prog_ids(b) - before
-    assert len(during) == 1 and _xdp_attached(b)
+    # The program on b's veth0 (bpftool lists the whole machine's programs, and other tests
+    # running at the same time load their own).
+    net = json.loads(b.run(["bpftool", "-j", "net", "show", "dev", "veth0"], check=True).stdout or "[]")
+    during = {x["id"] for n in net for x in n.get("xdp", [])}
+    assert len(during) == 1 and during <= _steer_prog_ids(b) and _xdp_attached(b), net
     maps = set(json.loads(b.run(["bpftool", "-j", "prog", "show", "id", str(next(iter(during)))],
                                 check=True).stdout).get("map_ids", []))
     assert client(a, echo.port, 10, 1, 100)["ok"] == 10
