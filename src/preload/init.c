@@ -439,6 +439,13 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
             nanosleep(&ts, NULL);
         }
         rc = named[0] ? slip_share__join(&g_pre.stack, named, err, errlen) : -ENOENT;
+        if (rc == -EACCES || rc == -EPROTO) {
+            /* Another user's process holds our stack's name: a stack of our own in the group,
+             * not served under that name. */
+            slip_warn("%s", err);
+            named[0] = 0;
+            rc = -ENOENT;
+        }
         /* Nobody serves the name: whoever binds it first opens the stack, the others (processes
          * of one program forked before any of them had a stack) wait for it to serve. */
         if (rc == -ENOENT && named[0] && g_named_fd < 0 && (g_named_fd = slip_share__listen(named)) < 0) {
