@@ -217,3 +217,35 @@ def test_fd_passing_between_programs(testbed, slip, tmp_path, how):
     assert f"done {n}" in wout and f"done {n}" in aout, (wout, werr, aout, aerr)
     assert_accelerated_log(werr + aerr)
     proof.check()
+
+
+def test_exec_in_a_stack_that_joined_a_group(testbed, slip, tmp_path):
+    """A program whose stack is the group's second (its frames in the first one's memory) execs
+    with an accelerated listener open: the new image maps both memories again and serves on the
+    listener, accelerated, while the first program serves too."""
+    a, b = testbed.host("a"), testbed.host("b")
+    l1 = str(tmp_path / "s1.log")
+    s1 = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7231"]), l1)
+    wait_listening(b, 7231, proc=s1, log=l1)
+    p = b.popen(slip([PY, os.path.join(APPS, "exec_listener.py"), "7232"]), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "listening", p.stderr.read() if p.poll() is not None else ""
+    stacks = stat_stacks(b, slip)
+    assert sorted(stacks) == [0, 1] and stacks[1][0]["procs"] == "1", stacks
+    assert any(":7232 " in l for l in stacks[1][3]), stacks
+    proof = Proof(b).start(peer=a)
+    time.sleep(0.3)
+    proof.note_xdp()
+    r = a.run([PY, "-c", f"import socket; s = socket.create_connection(('{B_ADDR}', 7232), timeout=5); "
+                          "s.sendall(b'x' * 3000); d = b''\n"
+                          "while len(d) < 100: d += s.recv(100)\n"
+                          "print(len(d))"], timeout=30)
+    echo_round(a, 7231, conns=5, msgs=5)
+    proof.check()
+    assert r.stdout.strip() == "100", r.stdout + r.stderr
+    assert p.stdout.readline().strip() == "closed"
+    p.stdin.write("\n")
+    p.stdin.flush()
+    _, perr = p.communicate(timeout=20)
+    assert_accelerated_log(perr)
+    stop(s1)
