@@ -117,6 +117,7 @@ struct tcp_conn_stats {
     uint64_t dupacks_in, ooo_segs, ooo_drops, rcv_drops, zero_window_probes, keepalive_probes;
     uint64_t challenge_acks, no_frame;
     uint64_t tlp_probes, rack_lost;   /* RFC 8985: loss probes sent, segments RACK marked lost */
+    uint64_t recovery_probes;         /* probes sent in recovery or after an RTO (tcp_rack.c) */
     uint64_t undos;                   /* reductions undone as spurious (tcp_undo.c) */
 };
 
@@ -183,7 +184,8 @@ struct tcp_conn {
     struct tcp_txrec txr[TCP_TXMAP_MAX];      /* RACK transmit times (tcp_rack.c) */
     uint16_t ntxr;
     uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
-    uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding */
+    uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding,
+                               * 3 recovery probe outstanding (tcp_rack.c) */
     uint32_t tlp_end;         /* RFC 8985 TLP.end_seq */
     /* RFC 8985 §6.1 RACK.xmit_ts / end_seq / rtt / min_RTT, and the highest delivered byte. */
     uint32_t rack_xmit_us, rack_end, rack_rtt_us, rack_min_rtt_us, rack_fack;
@@ -239,7 +241,7 @@ struct tcp_conn {
     X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
-    X(spurious_rto) X(undo_recovery) X(dsacks_in)
+    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

@@ -284,6 +284,77 @@ TEST(test_recovery_start_sends_only_the_retransmission)
     st_fini(&s);
 }
 
+/* Fast recovery with a small window: segment 0 lost, the SACK of 1-3 starts recovery and its
+ * retransmission leaves; then no ACK comes (the one that would have acknowledged the
+ * retransmission is lost on the way back). Within a PTO (2 SRTT + 2 ms) the recovery probe
+ * resends the highest unSACKed segment, long before the RTO; any ACK re-arms it. */
+TEST(test_recovery_probe_when_acks_stop)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    C(&s)->rto_us = 210000;
+    send_bytes(&s, 6 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    h_free_sent(&s.h);
+    advance(&s, 21 * SLIP_MSEC);
+    CHECK(data_sent(&s), ==, 0);
+    advance(&s, 3 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    CHECK(sent_at(&s, una + 5 * mss, NULL), ==, 1);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    /* One probe per silence: none more until an ACK comes. */
+    h_free_sent(&s.h);
+    advance(&s, 50 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    ack(&s, una + 6 * mss, 0, NULL, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    st_fini(&s);
+}
+
+/* A timeout that ends a fast recovery does not lower ssthresh a second time (RFC 5681 §3.1:
+ * once per loss episode; Linux tcp_enter_loss), and its retransmission is followed by a
+ * recovery probe a PTO later instead of waiting for the backed-off RTO. */
+TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    C(&s)->rto_us = 210000;
+    send_bytes(&s, 6 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    uint32_t ssthresh = C(&s)->ssthresh;
+    advance(&s, 24 * SLIP_MSEC);        /* the recovery probe, unanswered */
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    advance(&s, 211 * SLIP_MSEC);       /* then the RTO */
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    CHECK(C(&s)->ssthresh, ==, ssthresh);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    h_free_sent(&s.h);
+    advance(&s, 24 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 2);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    st_fini(&s);
+}
+
 /* ---- HyStart++ (RFC 9406) ---- */
 
 /* One round of slow start: a window of w segments (1000 bytes) sent, then ACKed one by one, each
