@@ -130,7 +130,10 @@ struct tcp_undo {
     uint8_t kind;             /* TCP_UNDO_* */
     uint8_t have_ts;          /* retrans_ts is set */
     uint8_t eifel_done;       /* the first new ACK after the timeout was judged */
-    uint8_t pad;
+    uint8_t frto;             /* F-RTO (RFC 5682 §3): 0 off, 1 step 2, 2 step 3 (tcp_undo.c) */
+    uint8_t orig_acked;       /* this ACK delivered data below frto_recover never retransmitted */
+    uint8_t pad[3];
+    uint32_t frto_recover;    /* RFC 5682 "recover": SND.MAX when the timeout fired */
     uint32_t marker;          /* SND.UNA when the episode began */
     uint32_t retrans_ts;      /* our timestamp clock (no offset) at the first retransmission */
     uint32_t retrans_segs;    /* retransmitted segments no D-SACK has reported yet */
@@ -241,7 +244,8 @@ struct tcp_conn {
     X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
-    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes)
+    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes) \
+    X(frto_spurious)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

@@ -372,7 +372,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
              * first what is marked lost, then new data. */
             if (tcp_rack__pipe(c) + dmss > c->cwnd)
                 break;
-            if (tcp_rack__next_lost(c, &seq, &len)) {
+            /* F-RTO step 2b (RFC 5682 §3, tcp_undo.c): new data only, until the next ACK. */
+            if (c->undo.frto != 2 && tcp_rack__next_lost(c, &seq, &len)) {
                 rexmit = true;
             } else if (seq_lt(c->snd_max, data_end) || (fin_wanted && !(c->flags & TCPF_FIN_SENT))) {
                 seq = c->snd_max;

@@ -237,6 +237,9 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
 /* Step 1-3 for one delivered range [r->start, dend) of record r. */
 static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly)
 {
+    /* F-RTO (RFC 5682 §3 step 3b, tcp_undo.c): an original from before the timeout arrived. */
+    if (c->undo.frto && newly && !(r->flags & TXR_RETRANS) && seq_leq(dend, c->undo.frto_recover))
+        c->undo.orig_acked = 1;
     int32_t rtt = tdiff(t, r->xmit_us);
     if (rtt < 0)
         rtt = 0;
@@ -521,7 +524,19 @@ static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp
     uint32_t seq, len;
     int rc = -1;
     bool fin_out = (c->flags & TCPF_FIN_SENT) && c->snd_max == data_end + 1;
-    if (tcp_rack__next_lost(c, &seq, &len) || highest_unsacked(c, &seq, &len)) {
+    bool found;
+    if (c->undo.frto == 1) {
+        /* F-RTO step 2 waits for the ACK of the timeout's retransmission: send that again, so
+         * that no other original is retransmitted before RFC 5682 §3 judges the timeout. */
+        seq = c->snd_una;
+        len = c->nsb && seq_gt(c->sb[0].start, seq) ? c->sb[0].start - seq : c->snd_max - seq;
+        found = true;
+    } else if (c->undo.frto == 2) {
+        found = false;                  /* step 3: new data (below) */
+    } else {
+        found = tcp_rack__next_lost(c, &seq, &len) || highest_unsacked(c, &seq, &len);
+    }
+    if (found) {
         len = SLIP_MIN(len, dmss);
         bool fin = fin_out && seq + len == c->snd_max;
         if (fin)

@@ -101,8 +101,9 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
          * per loss episode (§3.1: not again when the retransmission is lost, nor when the
          * timeout ends a fast recovery that already reduced it, as Linux tcp_enter_loss). */
         const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+        bool was_recovery = (c->flags & TCPF_RECOVERY) != 0;
         tcp_undo__begin(c, TCP_UNDO_RTO, env->now);
-        if (c->rxt_shift == 1 && !(c->flags & TCPF_RECOVERY))
+        if (c->rxt_shift == 1 && !was_recovery)
             c->ssthresh = cc->ssthresh(c, env->now);
         cc->on_rto(c);
         c->cwnd = tcp_output__data_mss(c);
@@ -115,6 +116,7 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
              * every unSACKed range lost and resend only those, in order, as cwnd opens. */
             c->flags |= TCPF_LOSS;
             tcp_rack__on_rto(c);
+            tcp_undo__frto_start(c, was_recovery);
         } else {
             /* Without SACK (or with nothing recorded) go back to SND.UNA. */
             c->nsb = 0;

@@ -167,8 +167,12 @@ void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, con
 void tcp_undo__begin(struct tcp_conn *c, int kind, slip_time_t now);
 /* A data segment (len bytes, 0 for a bare FIN) was sent again. */
 void tcp_undo__retransmitted(struct tcp_conn *c, uint32_t len, slip_time_t now);
-/* After an ACK was processed (old_una: SND.UNA before it): D-SACK accounting, and the undo
- * when the episode proves spurious. */
+/* A timeout put a SACK connection in the loss state (its first retransmission about to
+ * leave): F-RTO (RFC 5682 §3) watches the next two ACKs, unless the timeout ended a fast
+ * recovery or is a repeated one. */
+void tcp_undo__frto_start(struct tcp_conn *c, bool was_recovery);
+/* After an ACK was processed (old_una: SND.UNA before it): D-SACK accounting, F-RTO's steps,
+ * and the undo when the episode proves spurious. */
 void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_una, const struct tcp_seg *s);
 
 /* tcp_isn.c */
