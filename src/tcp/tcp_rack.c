@@ -400,6 +400,8 @@ static void prr_update(struct tcp_conn *c, uint32_t delivered, bool una_advanced
 void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered,
                          bool una_advanced)
 {
+    if (c->tlp_state == 3 && !(c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        c->tlp_state = 0;               /* the recovery it probed for is over */
     if (!sack_capable(c) || c->snd_una == c->snd_max) {
         tcp_timer__stop(c, TT_REO);
         if (c->snd_una == c->snd_max)
@@ -428,8 +430,21 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
      * a duplicate ACK (SACK only) leaves it running, as in Linux, so a SACK that starts no
      * recovery does not push the probe further away (fr-4pkt-fack-last-byte: the probe leaves
      * 2 SRTT after the data, not after the SACK). Entering recovery still stops it. */
-    if (una_advanced || !tcp_timer__armed(c, TT_PTO) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+    if (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) {
+        /* The recovery probe: re-armed by an ACK that delivered something (the clock runs);
+         * an ACK with nothing new, such as the duplicate the probe itself drew from a
+         * receiver that drops it (a full receive buffer), neither ends the probe nor arms
+         * another: the RTO takes over, so probes never feed on their own ACKs. */
+        if (delivered || una_advanced) {
+            if (c->tlp_state == 3)
+                c->tlp_state = 0;
+            tcp_rack__schedule_pto(env, sh, c);
+        } else if (!c->tlp_state && !tcp_timer__armed(c, TT_PTO)) {
+            tcp_rack__schedule_pto(env, sh, c);
+        }
+    } else if (una_advanced || !tcp_timer__armed(c, TT_PTO)) {
         tcp_rack__schedule_pto(env, sh, c);
+    }
 }
 
 void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -612,10 +627,8 @@ void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, con
 {
     if (!c->tlp_state)
         return;
-    if (c->tlp_state == 3) {
-        c->tlp_state = 0;               /* a recovery probe: any ACK restarts the clock */
-        return;
-    }
+    if (c->tlp_state == 3)
+        return;                         /* a recovery probe: tcp_rack__after_ack ends it */
     if (c->tlp_state == 2 && o->nsack) {
         uint32_t l = o->sack[0].left, r = o->sack[0].right;
         bool dsack = seq_lt(l, r) && (seq_leq(r, ack) ||

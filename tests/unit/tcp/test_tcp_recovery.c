@@ -317,6 +317,12 @@ TEST(test_recovery_probe_when_acks_stop)
     h_free_sent(&s.h);
     advance(&s, 50 * SLIP_MSEC);
     CHECK(C(&s)->st.recovery_probes, ==, 1);
+    /* An ACK that delivers nothing new (what a receiver with a full buffer sends for the
+     * probe it dropped) does not arm another probe: probes never feed on their own ACKs. */
+    ack(&s, una, 1, b, 0);
+    advance(&s, 50 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    CHECK(data_sent(&s), ==, 0);
     ack(&s, una + 6 * mss, 0, NULL, 0);
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
