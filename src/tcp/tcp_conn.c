@@ -867,8 +867,8 @@ int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         return -ENOTCONN;
     }
     if (how == SHUT_RD || how == SHUT_RDWR) {
+        /* Linux (inet_shutdown) keeps what is queued: reads return it, then 0. */
         c->flags |= TCPF_SHUT_RD;
-        tcp_rcvq__purge(env->pool, c);
         tcp_conn__wake(sh, c);
     }
     if ((how == SHUT_WR || how == SHUT_RDWR) && !(c->flags & TCPF_FIN_QUEUED)) {

@@ -313,13 +313,9 @@ static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if (c->state != TCPS_ESTABLISHED && c->state != TCPS_FIN_WAIT_1 && c->state != TCPS_FIN_WAIT_2)
         return;     /* after the peer's FIN no more text is accepted */
     if (s->seq == c->rcv_nxt) {
-        if (c->flags & TCPF_SHUT_RD) {
-            /* The application will never read: take it and let it go, as a sink. */
-            c->rcv_nxt += s->len;
-            free_payload(env, s);
-            c->flags |= TCPF_ACK_NOW;
-            return;
-        }
+        /* After shutdown(SHUT_RD) data is still taken, acknowledged and queued, and read()
+         * returns it before 0, as Linux does (packetdrill shutdown-rd-wr-close): RCV_SHUTDOWN
+         * only ends reads once the queue is empty; closing with it unread resets. */
         if (c->rcv_frames >= tcp_rcv_frames_max(c) && s->len >= 512) {
             sh->c.rcvbuf_drops++;
             c->st.rcv_drops++;
