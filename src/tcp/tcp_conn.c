@@ -36,6 +36,7 @@ void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t k
     sh->next_deadline = SLIP_TIME_NEVER;
     sh->default_cc = TCP_CC_CUBIC;
     sh->syncookies = 1;
+    sh->ecn = 2;                /* Linux's default net.ipv4.tcp_ecn */
     slip_idx_t *hash = tcp__hash_tab(sh);
     for (uint32_t i = 0; i <= sh->hash_mask; i++)
         hash[i] = SLIP_NIL;

@@ -80,6 +80,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
     r.sport = c->lport;
     r.dport = c->rport;
     r.seq = seq;
+    uint8_t ecn = tcp_ecn__out(sh, c, &flags, seq, len);
     r.flags = flags;
     if (flags & WIRE_TCP_ACK)
         r.ack = c->rcv_nxt;
@@ -125,7 +126,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         sndq_copy(env->pool, c, seq - c->snd_q_seq, buf + hl, len);
     wire_tcp__set_csum(buf, hl + len, c->laddr, c->raddr);
     struct ip_tx tx = { .src = c->laddr, .dst = c->raddr, .proto = WIRE_IPPROTO_TCP, .ttl = IP_DEFAULT_TTL,
-                        .df = true };
+                        .tos = ecn, .df = true };
     struct iovec iov = { buf, hl + len };
     rc = ip_output__send(env, &rt, &tx, &iov, 1);
     if (rc == -EMSGSIZE) {
