@@ -1140,7 +1140,10 @@ int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_in
     /* Linux's names: TCP_CA_Loss after an RTO, Recovery in fast recovery, Disorder while
      * duplicate ACKs or SACKed data say something may be missing, else Open. */
     uint32_t sacked = (c->flags & TCPF_SACK_OK) ? tcp_sack__sacked_bytes(c) : 0;
-    o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : (c->dupacks || sacked) ? 1 : 0;
+    /* Linux's states: Open 0, Disorder 1, CWR 2 (reduced for an ECN echo, until SND.UNA passes
+     * what was sent then: tcp_ecn.c), Recovery 3, Loss 4. */
+    bool cwr = (c->ecn & TCP_ECN_WAIT) && seq_lt(c->snd_una, c->ecn_high);
+    o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : cwr ? 2 : (c->dupacks || sacked) ? 1 : 0;
     uint32_t dmss = tcp_output__data_mss(c);
     o->sacked = dmss ? (sacked + dmss - 1) / dmss : 0;
     o->backoff = c->rxt_shift;

@@ -168,6 +168,9 @@ TEST(test_ecn_sender_reduces_once_per_window_and_sends_cwr)
     peer(&s, WIRE_TCP_ACK | WIRE_TCP_ECE, s.pseq, una + mss, NULL, 0);
     CHECK(C(&s)->st.ecn_reductions, ==, 1);
     CHECK(C(&s)->cwnd, <, cwnd0);
+    struct tcp_conn_info ti;
+    CHECK(tcp_conn__info(s.sh, s.c, &ti), ==, 0);
+    CHECK(ti.ca_state, ==, 2);                  /* Linux's TCP_CA_CWR */
     CHECK(C(&s)->cwnd, ==, C(&s)->ssthresh);
     uint32_t cwnd1 = C(&s)->cwnd;
     peer(&s, WIRE_TCP_ACK | WIRE_TCP_ECE, s.pseq, una + 2 * mss, NULL, 0);
