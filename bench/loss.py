@@ -23,6 +23,11 @@ Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools
 move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
 SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
 SLIP_LOSS_ROUNDS (default 1) change the rest.
+
+Receiver side (a second table): the same loss rates at ~0.1 ms, a kernel CUBIC sender in a to a
+receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
+check), same bytes; the sender's retransmissions and RTO expiries (nstat in a) show how well each
+receiver's ACKs (SACK, D-SACK, immediate ACKs for holes) let the same sender recover.
 """
 
 import os
@@ -79,6 +84,58 @@ def stack_send(tcp, tb, tool, nbytes, seed):
     return {"ok": ok, "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
             "retrans": c.get("tcp.retransmits", 0), "rto": c.get("tcp.rto_expiries", 0),
             "tlp": c.get("tcp.tlp_probes", 0), "segs": c.get("tcp.segs_out", 0)}
+
+
+def recv_side(tcp, tb, tool, nbytes, seed, stack, cc="cubic"):
+    """a (kernel tcp_bulk send, CUBIC) -> b: the kernel's receiver (tcp_bulk recv) or the
+    stack's (tcp_tool serve-recv | tcp_bulk check). MiB/s from the sender's clock; the sender's
+    retransmissions and RTO expiries are nstat's in a (the same kernel sender both times)."""
+    a, b = tb.host("a"), tb.host("b")
+    port = PORT + 2 + int(stack)
+    before = nstat(a)
+    if stack:
+        t = b.popen([str(tool), "--iface", b.ifname, "--counters", "serve-recv", str(port)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        chk = b.popen([tcp.PY, tcp.BULK, "check", str(nbytes), "--seed", str(seed)], stdin=t.stdout,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        t.stdout.close()
+        tcp.wait_ready(t, "tcp_tool serve-recv")
+        procs = [("check", chk), ("tool", t)]
+    else:
+        rcv = b.popen([tcp.PY, tcp.BULK, "recv", str(port), str(nbytes), "--seed", str(seed)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = rcv.stderr.readline().decode(errors="replace")
+        assert line.startswith("listening"), line
+        procs = [("recv", rcv)]
+    snd = a.popen([tcp.PY, tcp.BULK, "send", b.addr, str(port), str(nbytes), "--seed", str(seed), "--cc", cc],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outs = tcp.finish([("send", snd)] + procs, 900)
+    r = tcp.json_of(outs["check" if stack else "recv"][0].decode(errors="replace"), "receiver")
+    # The sender's time (connect to the receiver's clean close) for both: tcp_bulk check, behind
+    # the stack's receiver, starts its clock when it starts, before the sender connects.
+    snt = tcp.json_of(outs["send"][0].decode(errors="replace"), "sender")
+    after = nstat(a)
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    ok = r["ok"] and snt["ok"] and (r.get("first_diff") is None) and (not stack or t.returncode == 0)
+    return {"ok": ok, "mibs": snt["bytes"] / MiB / snt["seconds"], "seconds": snt["seconds"],
+            "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0)}
+
+
+def recv_point(tcp, testbed, build_dir, tool, prefix, pct, nbytes):
+    tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="lossr").up()
+    try:
+        tb.router_loss(pct, only_l4=True, build_dir=build_dir)
+        k_runs, s_runs = [], []
+        for i in range(ROUNDS):
+            seed = 200 + i
+            for name, stack, runs in (("kernel receiver", False, k_runs), ("stack receiver ", True, s_runs)):
+                t0 = time.monotonic()
+                x = recv_side(tcp, tb, tool, nbytes, seed, stack)
+                log(f"{pct}% receive {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
+                runs.append(x)
+    finally:
+        tb.down()
+    return k_runs, s_runs
 
 
 def med(runs, key):
@@ -168,9 +225,22 @@ def run(repo, build_dir, quick=False, prefix="slb"):
                         f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
                         f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
                         f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
+    rrows = []
+    for pct in rates:
+        k_runs, s_runs = recv_point(tcp, testbed, build_dir, tool, prefix, pct, nbytes)
+        ok = all(x["ok"] for x in k_runs + s_runs)
+        km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
+        rrows.append(f"| {pct:g} % | ~0.1 ms | {nbytes // MiB} | {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
+                     f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
+                     f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} |" + ("" if ok else " FAILED |"))
+    rhead = (f"\na -> b (kernel CUBIC sender), receiver side: the kernel's receiver or the stack's in b, "
+             f"median of {ROUNDS} run(s)\n\n"
+             "| loss each way | RTT | MiB | kernel receiver MiB/s | slipstream receiver MiB/s | ratio | "
+             "sender retransmits (kernel rcv / slip rcv) | sender RTO expiries (kernel rcv / slip rcv) |\n"
+             "|---|---|---|---|---|---|---|---|\n")
     head = (f"b -> a (kernel receiver), loss at the router each way, median of {ROUNDS} run(s)\n\n"
             "| loss each way | RTT | MiB | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
             "retransmits kernel / slip | RTO expiries kernel / slip | loss probes kernel / slip | "
             "kernel BBR MiB/s |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n")
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n" + rhead + "\n".join(rrows) + "\n"

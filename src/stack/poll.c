@@ -241,6 +241,23 @@ slip_time_t slip_stack__poll(struct slip_stack *s)
     return poll_and_unlock(s);
 }
 
+/* Lock held: when frames wait on an RX ring, a poll takes them in first, and the lock is held
+ * again on return. A send must see the ACKs and window updates the peer already sent, as the
+ * kernel's softirq would have processed them before write() runs: else data can go past a
+ * window the peer has just shrunk (packetdrill tcp-info-rwnd-limited). */
+void rx_catch_up(struct slip_stack *s)
+{
+    STACK_ASSERT_LOCKED(s);
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            if (xsk_port__rx_pending(s->ifs[i].ports[q])) {
+                poll_and_unlock(s);
+                stack_lock(s);
+                env_refresh(s, slip_stack__now());
+                return;
+            }
+}
+
 /* ---- deferred TX kicks ----
  * A kick (sendto on the AF_XDP socket) is a syscall, and on veth in copy mode it also runs the
  * peer's receive softirq. A thread working through what epoll_wait/poll returned leaves the

@@ -128,6 +128,7 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
     stack_lock(s);
     env_refresh(s, slip_stack__now());
+    rx_catch_up(s);
     /* Frames that wait for the next kick anyway: a partial last segment waits too, so that what
      * the thread sends before that kick (nginx's headers, then the file) leaves in one segment. */
     bool cork = tx_deferring(s);

@@ -354,6 +354,15 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
         goto fail;
     }
     tcp_shared__init(s->tcp, mc, key);
+    {
+        /* ECN as the kernel's TCP in this namespace does it (net.ipv4.tcp_ecn, src/tcp/tcp_ecn.c). */
+        FILE *f = fopen("/proc/sys/net/ipv4/tcp_ecn", "re");
+        int v;
+        if (f && fscanf(f, "%d", &v) == 1 && v >= 0 && v <= 2)
+            s->tcp->ecn = (uint8_t)v;
+        if (f)
+            fclose(f);
+    }
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {

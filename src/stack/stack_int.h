@@ -184,6 +184,7 @@ bool conn_unfinished(const struct tcp_conn *c);
 void uncork_all(struct slip_stack *s);
 bool tx_deferring(struct slip_stack *s);
 void tx_done(struct slip_stack *s);
+void rx_catch_up(struct slip_stack *s);
 
 /* wake.c: bells and sleepers. */
 void doorbell_open(struct slip_stack *s);

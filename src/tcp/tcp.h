@@ -109,6 +109,13 @@ struct tcp_txrec {
     uint32_t flags;           /* TXR_* */
 };
 
+/* ECN state of a connection (RFC 3168, tcp_ecn.c). */
+#define TCP_ECN_OK       0x01u  /* negotiated: new data leaves ECT(0) */
+#define TCP_ECN_ECE      0x02u  /* a CE arrived: ACKs carry ECE until the peer's CWR */
+#define TCP_ECN_CWR      0x04u  /* reduced for an ECE: the next new data carries CWR */
+#define TCP_ECN_SYN_SENT 0x08u  /* our SYN asked for ECN */
+#define TCP_ECN_WAIT     0x10u  /* reduced for an ECE in the window ending at ecn_high */
+
 /* Counters of one connection (what `slipstream stat` shows). bytes_out counts each data byte
  * once, when it is first sent; every later copy goes to retransmits/retrans_bytes. */
 struct tcp_conn_stats {
@@ -117,6 +124,8 @@ struct tcp_conn_stats {
     uint64_t dupacks_in, ooo_segs, ooo_drops, rcv_drops, zero_window_probes, keepalive_probes;
     uint64_t challenge_acks, no_frame;
     uint64_t tlp_probes, rack_lost;   /* RFC 8985: loss probes sent, segments RACK marked lost */
+    uint64_t recovery_probes;         /* probes sent in recovery or after an RTO (tcp_rack.c) */
+    uint64_t ecn_reductions;          /* cwnd reductions for an ECN echo (tcp_ecn.c) */
     uint64_t undos;                   /* reductions undone as spurious (tcp_undo.c) */
 };
 
@@ -129,7 +138,10 @@ struct tcp_undo {
     uint8_t kind;             /* TCP_UNDO_* */
     uint8_t have_ts;          /* retrans_ts is set */
     uint8_t eifel_done;       /* the first new ACK after the timeout was judged */
-    uint8_t pad;
+    uint8_t frto;             /* F-RTO (RFC 5682 §3): 0 off, 1 step 2, 2 step 3 (tcp_undo.c) */
+    uint8_t orig_acked;       /* this ACK delivered data below frto_recover never retransmitted */
+    uint8_t pad[3];
+    uint32_t frto_recover;    /* RFC 5682 "recover": SND.MAX when the timeout fired */
     uint32_t marker;          /* SND.UNA when the episode began */
     uint32_t retrans_ts;      /* our timestamp clock (no offset) at the first retransmission */
     uint32_t retrans_segs;    /* retransmitted segments no D-SACK has reported yet */
@@ -183,8 +195,11 @@ struct tcp_conn {
     struct tcp_txrec txr[TCP_TXMAP_MAX];      /* RACK transmit times (tcp_rack.c) */
     uint16_t ntxr;
     uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
-    uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding */
+    uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding,
+                               * 3 recovery probe outstanding (tcp_rack.c) */
+    uint8_t ecn;              /* TCP_ECN_* (tcp_ecn.c) */
     uint32_t tlp_end;         /* RFC 8985 TLP.end_seq */
+    uint32_t ecn_high;        /* RFC 3168 §6.1.2: no second reduction before SND.UNA passes it */
     /* RFC 8985 §6.1 RACK.xmit_ts / end_seq / rtt / min_RTT, and the highest delivered byte. */
     uint32_t rack_xmit_us, rack_end, rack_rtt_us, rack_min_rtt_us, rack_fack;
     /* RFC 6937 PRR: bytes delivered and sent since recovery began, flight at its start. */
@@ -239,7 +254,8 @@ struct tcp_conn {
     X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
-    X(spurious_rto) X(undo_recovery) X(dsacks_in)
+    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes) \
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;
@@ -262,6 +278,7 @@ struct tcp_shared {
     uint32_t challenge_count;
     uint8_t default_cc;
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
+    uint8_t ecn;              /* net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept (default) */
     uint32_t hash_mask;       /* 4-tuple buckets - 1; the buckets follow conns[max_conns] */
     uint32_t tw_entered;      /* connections that entered TIME_WAIT so far ... */
     uint32_t tw_full_seen;    /* ... when a full table last found none to recycle (+1; 0 never) */

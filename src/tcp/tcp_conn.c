@@ -36,6 +36,7 @@ void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t k
     sh->next_deadline = SLIP_TIME_NEVER;
     sh->default_cc = TCP_CC_CUBIC;
     sh->syncookies = 1;
+    sh->ecn = 2;                /* Linux's default net.ipv4.tcp_ecn */
     slip_idx_t *hash = tcp__hash_tab(sh);
     for (uint32_t i = 0; i <= sh->hash_mask; i++)
         hash[i] = SLIP_NIL;
@@ -867,8 +868,8 @@ int tcp_conn__shutdown(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         return -ENOTCONN;
     }
     if (how == SHUT_RD || how == SHUT_RDWR) {
+        /* Linux (inet_shutdown) keeps what is queued: reads return it, then 0. */
         c->flags |= TCPF_SHUT_RD;
-        tcp_rcvq__purge(env->pool, c);
         tcp_conn__wake(sh, c);
     }
     if ((how == SHUT_WR || how == SHUT_RDWR) && !(c->flags & TCPF_FIN_QUEUED)) {
@@ -1139,7 +1140,10 @@ int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_in
     /* Linux's names: TCP_CA_Loss after an RTO, Recovery in fast recovery, Disorder while
      * duplicate ACKs or SACKed data say something may be missing, else Open. */
     uint32_t sacked = (c->flags & TCPF_SACK_OK) ? tcp_sack__sacked_bytes(c) : 0;
-    o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : (c->dupacks || sacked) ? 1 : 0;
+    /* Linux's states: Open 0, Disorder 1, CWR 2 (reduced for an ECN echo, until SND.UNA passes
+     * what was sent then: tcp_ecn.c), Recovery 3, Loss 4. */
+    bool cwr = (c->ecn & TCP_ECN_WAIT) && seq_lt(c->snd_una, c->ecn_high);
+    o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : cwr ? 2 : (c->dupacks || sacked) ? 1 : 0;
     uint32_t dmss = tcp_output__data_mss(c);
     o->sacked = dmss ? (sacked + dmss - 1) / dmss : 0;
     o->backoff = c->rxt_shift;

@@ -227,6 +227,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         int64_t delivered = (int64_t)(c->snd_una - old_una) + (int64_t)tcp_sack__sacked_bytes(c) - sacked_before;
         tcp_rack__after_ack(env, sh, c, delivered > 0 ? (uint32_t)delivered : 0, c->snd_una != old_una);
     }
+    tcp_ecn__ack_in(env, sh, c, s);     /* after recovery's decision: it takes precedence */
 
     /* RFC 9293 §3.10.7.4: update the send window from the newest segment only. */
     if (seq_lt(c->snd_wl1, s->seq) || (c->snd_wl1 == s->seq && seq_leq(c->snd_wl2, ack))) {
@@ -313,13 +314,9 @@ static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if (c->state != TCPS_ESTABLISHED && c->state != TCPS_FIN_WAIT_1 && c->state != TCPS_FIN_WAIT_2)
         return;     /* after the peer's FIN no more text is accepted */
     if (s->seq == c->rcv_nxt) {
-        if (c->flags & TCPF_SHUT_RD) {
-            /* The application will never read: take it and let it go, as a sink. */
-            c->rcv_nxt += s->len;
-            free_payload(env, s);
-            c->flags |= TCPF_ACK_NOW;
-            return;
-        }
+        /* After shutdown(SHUT_RD) data is still taken, acknowledged and queued, and read()
+         * returns it before 0, as Linux does (packetdrill shutdown-rd-wr-close): RCV_SHUTDOWN
+         * only ends reads once the queue is empty; closing with it unread resets. */
         if (c->rcv_frames >= tcp_rcv_frames_max(c) && s->len >= 512) {
             sh->c.rcvbuf_drops++;
             c->st.rcv_drops++;
@@ -484,6 +481,7 @@ static void input_listen(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     c->rcv_adv = c->rcv_nxt;
     c->last_ack_sent = c->rcv_nxt;
     apply_syn_options(env, c, s, false);
+    tcp_ecn__syn_in(sh, c, s, false);
     c->snd_wnd = s->th.window;      /* RFC 7323 §2.2: a SYN's window is never scaled */
     c->max_sndwnd = c->snd_wnd;
     c->snd_wl1 = s->seq;
@@ -524,6 +522,7 @@ static void input_syn_sent(struct ip_env *env, struct tcp_shared *sh, struct tcp
     c->last_ack_sent = c->rcv_nxt;
     c->last_rx = env->now;
     apply_syn_options(env, c, s, true);
+    tcp_ecn__syn_in(sh, c, s, (s->flags & WIRE_TCP_ACK) != 0);
     if (ack_ok) {
         c->snd_una = s->ack;
         if ((c->flags & TCPF_RTT_TIMING) && seq_gt(s->ack, c->rt_seq)) {
@@ -743,7 +742,9 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     }
 
     /* sixth, check the URG bit: urgent data is delivered inline (see docs/COMPLIANCE-tcp.md).
-     * seventh, process the segment text. */
+     * seventh, process the segment text (RFC 3168 §6.1.3: its CE mark or CWR first). */
+    if (tcp_ecn__seg_in(sh, c, s))
+        c->flags |= TCPF_ACK_NOW;
     process_text(env, sh, c, s);
 
     /* eighth, check the FIN bit (only once everything before it is in). */
@@ -833,6 +834,7 @@ void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx
     s.seq = s.th.seq;
     s.ack = s.th.ack;
     s.flags = s.th.flags;
+    s.tos = rx->ip.tos;
     s.len = rx->l4_len - s.th.hdr_len;
     {
         uint32_t freed = 0;

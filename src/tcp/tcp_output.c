@@ -80,6 +80,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
     r.sport = c->lport;
     r.dport = c->rport;
     r.seq = seq;
+    uint8_t ecn = tcp_ecn__out(sh, c, &flags, seq, len);
     r.flags = flags;
     if (flags & WIRE_TCP_ACK)
         r.ack = c->rcv_nxt;
@@ -125,7 +126,7 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         sndq_copy(env->pool, c, seq - c->snd_q_seq, buf + hl, len);
     wire_tcp__set_csum(buf, hl + len, c->laddr, c->raddr);
     struct ip_tx tx = { .src = c->laddr, .dst = c->raddr, .proto = WIRE_IPPROTO_TCP, .ttl = IP_DEFAULT_TTL,
-                        .df = true };
+                        .tos = ecn, .df = true };
     struct iovec iov = { buf, hl + len };
     rc = ip_output__send(env, &rt, &tx, &iov, 1);
     if (rc == -EMSGSIZE) {
@@ -372,7 +373,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
              * first what is marked lost, then new data. */
             if (tcp_rack__pipe(c) + dmss > c->cwnd)
                 break;
-            if (tcp_rack__next_lost(c, &seq, &len)) {
+            /* F-RTO step 2b (RFC 5682 §3, tcp_undo.c): new data only, until the next ACK. */
+            if (c->undo.frto != 2 && tcp_rack__next_lost(c, &seq, &len)) {
                 rexmit = true;
             } else if (seq_lt(c->snd_max, data_end) || (fin_wanted && !(c->flags & TCPF_FIN_SENT))) {
                 seq = c->snd_max;

@@ -237,6 +237,9 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
 /* Step 1-3 for one delivered range [r->start, dend) of record r. */
 static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly)
 {
+    /* F-RTO (RFC 5682 §3 step 3b, tcp_undo.c): an original from before the timeout arrived. */
+    if (c->undo.frto && newly && !(r->flags & TXR_RETRANS) && seq_leq(dend, c->undo.frto_recover))
+        c->undo.orig_acked = 1;
     int32_t rtt = tdiff(t, r->xmit_us);
     if (rtt < 0)
         rtt = 0;
@@ -397,6 +400,8 @@ static void prr_update(struct tcp_conn *c, uint32_t delivered, bool una_advanced
 void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered,
                          bool una_advanced)
 {
+    if (c->tlp_state == 3 && !(c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        c->tlp_state = 0;               /* the recovery it probed for is over */
     if (!sack_capable(c) || c->snd_una == c->snd_max) {
         tcp_timer__stop(c, TT_REO);
         if (c->snd_una == c->snd_max)
@@ -425,8 +430,21 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
      * a duplicate ACK (SACK only) leaves it running, as in Linux, so a SACK that starts no
      * recovery does not push the probe further away (fr-4pkt-fack-last-byte: the probe leaves
      * 2 SRTT after the data, not after the SACK). Entering recovery still stops it. */
-    if (una_advanced || !tcp_timer__armed(c, TT_PTO) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+    if (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) {
+        /* The recovery probe: re-armed by an ACK that delivered something (the clock runs);
+         * an ACK with nothing new, such as the duplicate the probe itself drew from a
+         * receiver that drops it (a full receive buffer), neither ends the probe nor arms
+         * another: the RTO takes over, so probes never feed on their own ACKs. */
+        if (delivered || una_advanced) {
+            if (c->tlp_state == 3)
+                c->tlp_state = 0;
+            tcp_rack__schedule_pto(env, sh, c);
+        } else if (!c->tlp_state && !tcp_timer__armed(c, TT_PTO)) {
+            tcp_rack__schedule_pto(env, sh, c);
+        }
+    } else if (una_advanced || !tcp_timer__armed(c, TT_PTO)) {
         tcp_rack__schedule_pto(env, sh, c);
+    }
 }
 
 void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -460,9 +478,11 @@ void tcp_rack__on_rto(struct tcp_conn *c)
 
 void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
-    /* §7.2: only outside recovery, with something outstanding, no probe already out. */
-    if (!sack_capable(c) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) || c->snd_una == c->snd_max ||
-        c->tlp_state || c->rxt_shift) {
+    /* §7.2: with something outstanding and no probe already out; outside recovery, not after a
+     * timeout. In recovery and after a timeout the same timer arms the recovery probe
+     * (recovery_probe below), re-armed by every ACK. */
+    bool rec = (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) != 0;
+    if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state || (!rec && c->rxt_shift)) {
         tcp_timer__stop(c, TT_PTO);
         return;
     }
@@ -480,11 +500,91 @@ void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tc
     tcp_timer__set(sh, c, TT_PTO, when);
 }
 
+/* The highest unSACKed range below SND.MAX, at most one segment (RFC 8985 §7.3's "highest
+ * sequence segment", skipping what the receiver already holds). */
+static bool highest_unsacked(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
+{
+    uint32_t end = c->snd_max;
+    for (int i = (int)c->nsb - 1; i >= 0; i--) {
+        if (seq_geq(c->sb[i].end, end) && seq_lt(c->sb[i].start, end))
+            end = c->sb[i].start;
+        else if (seq_lt(c->sb[i].end, end))
+            break;
+    }
+    if (!seq_gt(end, c->snd_una))
+        return false;
+    uint32_t start = c->snd_una;
+    for (unsigned i = 0; i < c->nsb; i++)
+        if (seq_leq(c->sb[i].end, end))
+            start = seq_max(start, c->sb[i].end);
+    *len = SLIP_MIN(end - start, tcp_output__data_mss(c));
+    *seq = end - *len;
+    return true;
+}
+
+/* A probe in fast recovery or after a timeout (not in RFC 8985, which arms the PTO only in the
+ * open state; modelled on QUIC's PTO, RFC 9002 §6.2, which runs in every state): recovery
+ * clocks its retransmissions out with ACKs, and with a small window one lost ACK, or one lost
+ * retransmission with nothing sent after it, leaves no ACK to come, so the sender would wait
+ * for the RTO (200 ms or more, backed off after a timeout) although the connection could go on.
+ * When no ACK came for a PTO, one segment leaves: what is marked lost first, else new data the
+ * receive window allows, else the highest unSACKed segment. Its ACK carries the cumulative
+ * ACK that was lost, or its SACK lets RACK find the lost retransmission (RFC 8985 §6.2 step
+ * 5). cwnd is not touched: the probe is outside it, one per silence, and the RTO follows it. */
+static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    uint32_t dmss = tcp_output__data_mss(c);
+    uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+    uint32_t wend = c->snd_una + c->snd_wnd;
+    uint32_t seq, len;
+    int rc = -1;
+    bool fin_out = (c->flags & TCPF_FIN_SENT) && c->snd_max == data_end + 1;
+    bool found;
+    if (c->undo.frto == 1) {
+        /* F-RTO step 2 waits for the ACK of the timeout's retransmission: send that again, so
+         * that no other original is retransmitted before RFC 5682 §3 judges the timeout. */
+        seq = c->snd_una;
+        len = c->nsb && seq_gt(c->sb[0].start, seq) ? c->sb[0].start - seq : c->snd_max - seq;
+        found = true;
+    } else if (c->undo.frto == 2) {
+        found = false;                  /* step 3: new data (below) */
+    } else {
+        found = tcp_rack__next_lost(c, &seq, &len) || highest_unsacked(c, &seq, &len);
+    }
+    if (found) {
+        len = SLIP_MIN(len, dmss);
+        bool fin = fin_out && seq + len == c->snd_max;
+        if (fin)
+            len--;                      /* the FIN's sequence number is not data */
+        rc = tcp_output__segment(env, sh, c, seq, len, WIRE_TCP_ACK | (fin ? WIRE_TCP_FIN : 0));
+        if (rc == 0)
+            c->high_rxt = seq_max(c->high_rxt, seq + len + fin);
+    } else if (seq_lt(c->snd_max, data_end) && seq_lt(c->snd_max, wend) && !(c->flags & TCPF_FIN_SENT)) {
+        seq = c->snd_max;
+        len = SLIP_MIN(SLIP_MIN(dmss, data_end - seq), wend - seq);
+        rc = tcp_output__segment(env, sh, c, seq, len,
+                                 WIRE_TCP_ACK | (seq + len == data_end ? WIRE_TCP_PSH : 0));
+        if (rc == 0) {
+            c->snd_max = c->snd_nxt = seq + len;
+            c->st.bytes_out += len;
+        }
+    }
+    if (rc == 0) {
+        c->tlp_state = 3;
+        c->st.recovery_probes++;
+        sh->c.recovery_probes++;
+    }
+    tcp_timer__rexmt_restart(env, sh, c);
+}
+
 void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
-    if (!sack_capable(c) || (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) || c->snd_una == c->snd_max ||
-        c->tlp_state)
+    if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state)
         return;
+    if (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) {
+        recovery_probe(env, sh, c);
+        return;
+    }
     uint32_t dmss = tcp_output__data_mss(c);
     uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
     uint32_t wend = c->snd_una + c->snd_wnd;
@@ -527,6 +627,8 @@ void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, con
 {
     if (!c->tlp_state)
         return;
+    if (c->tlp_state == 3)
+        return;                         /* a recovery probe: tcp_rack__after_ack ends it */
     if (c->tlp_state == 2 && o->nsack) {
         uint32_t l = o->sack[0].left, r = o->sack[0].right;
         bool dsack = seq_lt(l, r) && (seq_leq(r, ack) ||

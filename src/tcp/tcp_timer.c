@@ -97,10 +97,13 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     if (syn_state) {
         c->snd_nxt = c->iss;
     } else {
-        /* RFC 5681 §3.1 eq. 4 (once per loss episode) and cwnd = loss window; RFC 6298 §5.4-5.6. */
+        /* RFC 5681 §3.1 eq. 4 and cwnd = loss window; RFC 6298 §5.4-5.6. ssthresh is set once
+         * per loss episode (§3.1: not again when the retransmission is lost, nor when the
+         * timeout ends a fast recovery that already reduced it, as Linux tcp_enter_loss). */
         const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+        bool was_recovery = (c->flags & TCPF_RECOVERY) != 0;
         tcp_undo__begin(c, TCP_UNDO_RTO, env->now);
-        if (c->rxt_shift == 1 || !(c->flags & TCPF_RECOVERY))
+        if (c->rxt_shift == 1 && !was_recovery)
             c->ssthresh = cc->ssthresh(c, env->now);
         cc->on_rto(c);
         c->cwnd = tcp_output__data_mss(c);
@@ -113,6 +116,7 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
              * every unSACKed range lost and resend only those, in order, as cwnd opens. */
             c->flags |= TCPF_LOSS;
             tcp_rack__on_rto(c);
+            tcp_undo__frto_start(c, was_recovery);
         } else {
             /* Without SACK (or with nothing recorded) go back to SND.UNA. */
             c->nsb = 0;
@@ -125,6 +129,8 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     }
     tcp_timer__rexmt_restart(env, sh, c);
     tcp_output(env, sh, c);
+    if (c->flags & TCPF_LOSS)
+        tcp_rack__schedule_pto(env, sh, c);     /* the recovery probe (tcp_rack.c) */
 }
 
 static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)

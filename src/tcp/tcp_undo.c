@@ -3,7 +3,11 @@
  * Evidence: timestamps (Eifel detection, RFC 3522: the ACK echoes a TSval older than the first
  * retransmission, so the original arrived) and D-SACK (RFC 2883 / RFC 3708: every retransmission
  * of the episode was reported as a duplicate). A spurious RTO also stops the go-back of the loss
- * state (RFC 4015 §2: SND.NXT = SND.MAX), so the original flight is not sent a second time. */
+ * state (RFC 4015 §2: SND.NXT = SND.MAX), so the original flight is not sent a second time.
+ * F-RTO (RFC 5682 §3, the SACK-enhanced algorithm, as Linux) detects spurious timeouts without
+ * timestamps: after the timeout's retransmission is acknowledged it sends new data, and an ACK
+ * that then acknowledges never-retransmitted data from before the timeout proves the originals
+ * arrived. */
 #include "tcp/tcp_var.h"
 
 static uint32_t segs(const struct tcp_conn *c, uint32_t bytes)
@@ -17,6 +21,7 @@ void tcp_undo__begin(struct tcp_conn *c, int kind, slip_time_t now)
     (void)now;
     /* A timeout inside a recovery episode keeps that episode's priors (Linux tcp_enter_loss):
      * undoing it must restore the window from before the first reduction. */
+    c->undo.frto = 0;
     if (kind == TCP_UNDO_RTO && c->undo.kind != TCP_UNDO_NONE) {
         c->undo.kind = TCP_UNDO_RTO;
         c->undo.eifel_done = 0;
@@ -67,6 +72,55 @@ static void undo(struct tcp_shared *sh, struct tcp_conn *c, bool rto)
     c->flags &= ~TCPF_RECOVERY;
     c->dupacks = 0;
     c->undo.kind = TCP_UNDO_NONE;
+    c->undo.frto = 0;
+}
+
+/* RFC 5682 §3 step 1: the timeout's retransmission of the first unacknowledged segment is
+ * leaving; "recover" is the highest sequence sent. As Linux, not for a timeout that ends a fast
+ * recovery (that episode already proved a loss), and §3 step 1: not for a repeated timeout of
+ * the same episode. */
+void tcp_undo__frto_start(struct tcp_conn *c, bool was_recovery)
+{
+    c->undo.frto = 0;
+    if (was_recovery || c->rxt_shift != 1 || !(c->flags & TCPF_SACK_OK))
+        return;
+    c->undo.frto = 1;
+    c->undo.frto_recover = c->snd_max;
+    c->undo.orig_acked = 0;
+}
+
+/* RFC 5682 §3 steps 2 and 3 for one ACK; true when the timeout proved spurious. */
+static bool frto_step(struct tcp_conn *c, uint32_t old_una, uint32_t ack, bool orig_acked)
+{
+    bool advanced = seq_gt(ack, old_una);
+    if (c->undo.frto == 1) {
+        /* Step 2a: a duplicate ACK, or one that covers "recover" (the retransmission filled
+         * the only hole, or every original arrived): no verdict, conventional recovery goes on
+         * (the timestamp and D-SACK checks still may undo it). */
+        if (!advanced || seq_geq(ack, c->undo.frto_recover)) {
+            c->undo.frto = 0;
+            return false;
+        }
+        /* Step 2b: the retransmission was acknowledged: send new data (up to two segments,
+         * what cwnd now allows) instead of the rest of the window, and watch the next ACK. A
+         * sender with nothing new to send, or no receive window for it, cannot tell (§3 step
+         * 2b's note) and goes on conventionally. */
+        uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
+        if (seq_lt(c->snd_max, data_end) && seq_lt(c->snd_max, c->snd_una + c->snd_wnd) &&
+            !(c->flags & TCPF_FIN_SENT)) {
+            c->undo.frto = 2;
+            return false;
+        }
+        c->undo.frto = 0;
+        return false;
+    }
+    /* Step 3b: this ACK acknowledges (cumulatively or by SACK) data below "recover" that was
+     * never retransmitted: the originals arrived, the timeout was spurious. Step 3a otherwise
+     * (a duplicate ACK, or only the new data SACKed): the loss was real, resend the window. */
+    if (orig_acked)
+        return true;
+    c->undo.frto = 0;
+    return false;
 }
 
 void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_una, const struct tcp_seg *s)
@@ -86,6 +140,15 @@ void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_un
                 c->undo.retrans_segs = c->undo.retrans_segs > n ? c->undo.retrans_segs - n : 0;
             }
         }
+    }
+    bool orig_acked = c->undo.orig_acked;
+    c->undo.orig_acked = 0;
+    if (c->undo.frto && c->undo.kind != TCP_UNDO_RTO)
+        c->undo.frto = 0;
+    if (c->undo.frto && frto_step(c, old_una, ack, orig_acked)) {
+        sh->c.frto_spurious++;
+        undo(sh, c, true);
+        return;
     }
     if (c->undo.kind == TCP_UNDO_NONE || !c->undo.have_ts)
         return;

@@ -15,6 +15,7 @@ struct tcp_seg {
     uint32_t len;               /* payload bytes (SYN and FIN not counted) */
     slip_idx_t pkt;             /* payload chain (header trimmed), SLIP_NIL when none/consumed */
     uint8_t flags;
+    uint8_t tos;                /* the IP header's TOS byte (ECN field: RFC 3168) */
 };
 
 /* Options we put in a segment: the MSS of a SYN and how many SACK blocks fit. */
@@ -167,9 +168,24 @@ void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, con
 void tcp_undo__begin(struct tcp_conn *c, int kind, slip_time_t now);
 /* A data segment (len bytes, 0 for a bare FIN) was sent again. */
 void tcp_undo__retransmitted(struct tcp_conn *c, uint32_t len, slip_time_t now);
-/* After an ACK was processed (old_una: SND.UNA before it): D-SACK accounting, and the undo
- * when the episode proves spurious. */
+/* A timeout put a SACK connection in the loss state (its first retransmission about to
+ * leave): F-RTO (RFC 5682 §3) watches the next two ACKs, unless the timeout ended a fast
+ * recovery or is a repeated one. */
+void tcp_undo__frto_start(struct tcp_conn *c, bool was_recovery);
+/* After an ACK was processed (old_una: SND.UNA before it): D-SACK accounting, F-RTO's steps,
+ * and the undo when the episode proves spurious. */
 void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_una, const struct tcp_seg *s);
+
+/* tcp_ecn.c: ECN (RFC 3168). */
+/* A SYN (passive) or SYN-ACK (active) arrived: negotiate. */
+void tcp_ecn__syn_in(const struct tcp_shared *sh, struct tcp_conn *c, const struct tcp_seg *s, bool active);
+/* A segment [seq, seq+len) with *flags is about to leave: adds ECE/CWR to *flags, returns the
+ * IP ECN field (ECT(0) for new data of an ECN connection, else 0). */
+uint8_t tcp_ecn__out(const struct tcp_shared *sh, struct tcp_conn *c, uint8_t *flags, uint32_t seq, uint32_t len);
+/* An acceptable segment arrived: CWR ends the echo, CE starts it; true when an ACK is owed now. */
+bool tcp_ecn__seg_in(struct tcp_shared *sh, struct tcp_conn *c, const struct tcp_seg *s);
+/* An ACK arrived: the sender's response to ECE. */
+void tcp_ecn__ack_in(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, const struct tcp_seg *s);
 
 /* tcp_isn.c */
 uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len);

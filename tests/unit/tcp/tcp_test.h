@@ -41,6 +41,7 @@ struct tseg {
     size_t len;
     be32 src, dst;
     bool bad_csum;
+    uint8_t tos;            /* the IP header's TOS byte (ECN field) */
 };
 
 /* Builds the segment as the wire would carry it and runs it through ip_input and tcp_input. */
@@ -63,7 +64,7 @@ static inline void t_feed(struct harness *h, struct tcp_shared *sh, const struct
     wire_tcp__set_csum(buf, hl + t->len, src, dst);
     if (t->bad_csum)
         buf[16] ^= 0x55;
-    struct wire_ipv4_repr ip = { .src = src, .dst = dst, .proto = WIRE_IPPROTO_TCP, .id = 1 };
+    struct wire_ipv4_repr ip = { .src = src, .dst = dst, .proto = WIRE_IPPROTO_TCP, .id = 1, .tos = t->tos };
     struct ip_rx rx;
     if (ip_input(&h->env, h_rx_frame(h, &ip, buf, hl + t->len), H_IFINDEX, &rx))
         tcp_input(&h->env, sh, &rx);
@@ -74,6 +75,7 @@ struct tout {
     struct wire_tcp_repr th;
     uint32_t len;
     be32 src, dst;
+    uint8_t tos;
     const uint8_t *data;
 };
 
@@ -93,6 +95,7 @@ static inline bool t_sent(struct harness *h, unsigned n, struct tout *o)
     if (!wire_tcp__csum_ok(tcp, tl, ip.src, ip.dst))
         return false;
     o->len = tl - o->th.hdr_len;
+    o->tos = ip.tos;
     o->src = ip.src;
     o->dst = ip.dst;
     o->data = tcp + o->th.hdr_len;

@@ -145,7 +145,8 @@ TEST(test_rto_spurious_by_timestamp_is_undone)
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     CHECK(C(&s)->cwnd, ==, mss);
     uint32_t rxt_ts = 0;
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);
+    /* The timeout's retransmission, and the recovery probe's copy of it a PTO later. */
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 2);
     CHECK(seq_gt(rxt_ts, orig_ts), ==, 1);
     ack(&s, una + 10 * mss, 0, NULL, orig_ts);
     CHECK(C(&s)->st.undos, ==, 1);
@@ -168,7 +169,7 @@ TEST(test_rto_real_loss_is_not_undone)
     h_free_sent(&s.h);
     advance(&s, 300 * SLIP_MSEC);
     uint32_t rxt_ts = 0;
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 2);     /* the timeout's, the recovery probe's */
     ack(&s, una + 10 * mss, 0, NULL, rxt_ts);
     CHECK(C(&s)->st.undos, ==, 0);
     CHECK(s.sh->c.spurious_rto, ==, 0);
@@ -281,6 +282,144 @@ TEST(test_recovery_start_sends_only_the_retransmission)
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
     CHECK(data_sent(&s), ==, 1);
     CHECK(sent_at(&s, una, NULL), ==, 1);
+    st_fini(&s);
+}
+
+/* Fast recovery with a small window: segment 0 lost, the SACK of 1-3 starts recovery and its
+ * retransmission leaves; then no ACK comes (the one that would have acknowledged the
+ * retransmission is lost on the way back). Within a PTO (2 SRTT + 2 ms) the recovery probe
+ * resends the highest unSACKed segment, long before the RTO; any ACK re-arms it. */
+TEST(test_recovery_probe_when_acks_stop)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    C(&s)->rto_us = 210000;
+    send_bytes(&s, 6 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    h_free_sent(&s.h);
+    advance(&s, 21 * SLIP_MSEC);
+    CHECK(data_sent(&s), ==, 0);
+    advance(&s, 3 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    CHECK(sent_at(&s, una + 5 * mss, NULL), ==, 1);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    /* One probe per silence: none more until an ACK comes. */
+    h_free_sent(&s.h);
+    advance(&s, 50 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    /* An ACK that delivers nothing new (what a receiver with a full buffer sends for the
+     * probe it dropped) does not arm another probe: probes never feed on their own ACKs. */
+    ack(&s, una, 1, b, 0);
+    advance(&s, 50 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    CHECK(data_sent(&s), ==, 0);
+    ack(&s, una + 6 * mss, 0, NULL, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    st_fini(&s);
+}
+
+/* A timeout that ends a fast recovery does not lower ssthresh a second time (RFC 5681 §3.1:
+ * once per loss episode; Linux tcp_enter_loss), and its retransmission is followed by a
+ * recovery probe a PTO later instead of waiting for the backed-off RTO. */
+TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    C(&s)->rto_us = 210000;
+    send_bytes(&s, 6 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    uint32_t ssthresh = C(&s)->ssthresh;
+    advance(&s, 24 * SLIP_MSEC);        /* the recovery probe, unanswered */
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    advance(&s, 211 * SLIP_MSEC);       /* then the RTO */
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    CHECK(C(&s)->ssthresh, ==, ssthresh);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    h_free_sent(&s.h);
+    advance(&s, 24 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 2);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    st_fini(&s);
+}
+
+/* F-RTO (RFC 5682 §3) without timestamps: ten segments out, every ACK delayed past the RTO.
+ * The timeout resends segment 0; its ACK (step 2) lets new data out instead of segments 1-9
+ * (step 2b); the next ACK acknowledges 1-2, never retransmitted: the originals arrived, the
+ * timeout was spurious and the reduction is undone (step 3b, RFC 4015 response). */
+static void frto_setup(struct st *s, uint32_t *una, uint32_t *mss, uint32_t *cwnd0)
+{
+    st_init(s);
+    st_active(s, false);
+    C(s)->srtt_us = 10000;
+    C(s)->rttvar_us = 2500;
+    C(s)->rto_us = 210000;
+    send_bytes(s, 10 * 1460);
+    *mss = tcp_output__data_mss(C(s));
+    *una = s->iss + 1;
+    *cwnd0 = C(s)->cwnd;
+    h_free_sent(&s->h);
+    advance(s, 240 * SLIP_MSEC);        /* the loss probe at 22 ms, the RTO 210 ms after it */
+    CHECK(C(s)->st.rto_expiries, ==, 1);
+    CHECK(C(s)->undo.frto, ==, 1);
+    send_bytes(s, 4 * 1460);            /* new data to send once step 2 allows */
+    h_free_sent(&s->h);
+    ack(s, *una + *mss, 0, NULL, 0);    /* step 2: the retransmission is acknowledged */
+    CHECK(C(s)->undo.frto, ==, 2);
+    CHECK(sent_at(s, *una + 10 * *mss, NULL), ==, 1);
+    CHECK(sent_at(s, *una + *mss, NULL), ==, 0);
+    h_free_sent(&s->h);
+}
+
+TEST(test_frto_spurious_timeout_is_undone)
+{
+    struct st s;
+    uint32_t una, mss, cwnd0;
+    frto_setup(&s, &una, &mss, &cwnd0);
+    ack(&s, una + 3 * mss, 0, NULL, 0);
+    CHECK(s.sh->c.frto_spurious, ==, 1);
+    CHECK(s.sh->c.spurious_rto, ==, 1);
+    CHECK(C(&s)->st.undos, ==, 1);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 0);
+    CHECK(C(&s)->cwnd, >=, cwnd0);
+    CHECK(sent_at(&s, una + 3 * mss, NULL), ==, 0);     /* nothing of the window resent */
+    st_fini(&s);
+}
+
+/* The same timeout with segments 1-9 really lost: the ACK after the new data SACKs only the
+ * new data (step 3a); the timeout stands and the window is resent. */
+TEST(test_frto_real_timeout_resends_window)
+{
+    struct st s;
+    uint32_t una, mss, cwnd0;
+    frto_setup(&s, &una, &mss, &cwnd0);
+    uint32_t b[1][2] = { { una + 10 * mss, una + 11 * mss } };
+    ack(&s, una + mss, 1, b, 0);
+    CHECK(s.sh->c.frto_spurious, ==, 0);
+    CHECK(C(&s)->st.undos, ==, 0);
+    CHECK(C(&s)->undo.frto, ==, 0);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    CHECK(sent_at(&s, una + mss, NULL), ==, 1);
+    CHECK(C(&s)->cwnd, <, cwnd0);
     st_fini(&s);
 }
 

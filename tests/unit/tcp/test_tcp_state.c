@@ -607,6 +607,32 @@ TEST(test_established_data_in_order)
     st_fini(&s, true);
 }
 
+TEST(test_established_data_after_shut_rd_is_queued)
+{
+    /* Linux (packetdrill shutdown/shutdown-rd-wr-close): after shutdown(SHUT_RD) a read with
+     * nothing queued returns 0, but data that arrives later is acknowledged, queued and read,
+     * and what was queued before the shutdown stays readable too. */
+    struct st s;
+    st_init(&s);
+    st_passive(&s, true);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, "ab", 2, 1000);
+    CHECK(tcp_conn__shutdown(s.env, s.sh, s.c, SHUT_RD), ==, 0);
+    char buf[16];
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 16, 0), ==, 2);
+    CHECK_MEM(buf, "ab", 2);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 16, 0), ==, 0);
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq + 2, s.iss + 1, "cdef", 4, 1000);
+    struct tout o;
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 6);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 16, 0), ==, 4);
+    CHECK_MEM(buf, "cdef", 4);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 16, 0), ==, 0);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    st_fini(&s, true);
+}
+
 TEST(test_established_out_of_order_then_fill)
 {
     struct st s;
