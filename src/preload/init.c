@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -15,7 +16,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -375,6 +379,40 @@ static void dump_at_exit(void)
 
 static struct slip_stack *stack_open_once(void);
 
+/* The stack name of a process that sent us sockets, when we have no stack yet (stack_open_once
+ * uses it instead of our own). */
+static char g_peer_stack_name[32];
+
+struct slip_stack *preload_stack_for_passed(int ufd)
+{
+    if (__atomic_load_n(&g_pre.tried, __ATOMIC_ACQUIRE))
+        return g_pre.stack;
+    struct ucred cr;
+    socklen_t cl = sizeof(cr);
+    char path[64], env[16384];
+    if (ufd >= 0 && real_getsockopt(ufd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.pid > 0) {
+        /* The name the sender was started with (slipstream run sets it: run-PID, or --name). Its
+         * environment is readable by its user and root only; anything unreadable or odd leaves
+         * us on a stack of our own, as before. */
+        snprintf(path, sizeof(path), "/proc/%d/environ", (int)cr.pid);
+        /* open(2) itself: the library's open wrapper (block path) is not needed here. */
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, env, sizeof(env) - 1) : -1;
+        if (fd >= 0)
+            real_close(fd);
+        static const char key[] = "SLIP_STACK_NAME=";
+        for (ssize_t i = 0; n > 0 && i < n;) {
+            env[n] = 0;
+            const char *e = env + i;
+            size_t len = strlen(e);
+            if (!strncmp(e, key, sizeof(key) - 1) && len - (sizeof(key) - 1) < sizeof(g_peer_stack_name))
+                snprintf(g_peer_stack_name, sizeof(g_peer_stack_name), "%s", e + sizeof(key) - 1);
+            i += (ssize_t)len + 1;
+        }
+    }
+    return preload_stack();
+}
+
 /* Threads creating their first sockets at the same time must open one stack, not two. */
 struct slip_stack *preload_stack(void)
 {
@@ -498,8 +536,19 @@ static struct slip_stack *stack_open_once(void)
         snprintf(err, sizeof(err), "the program runs under a seccomp filter: its new sockets stay on the kernel");
     else if (cfg.nifaces == 0)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
-    else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0)
+    else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0) {
+        /* The sender of the sockets we received first: its stack is ours (only a name of the
+         * characters slip_config__from_env accepts). */
+        bool ok = g_peer_stack_name[0] != 0;
+        for (const char *c = g_peer_stack_name; ok && *c; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+                 *c == '_' || *c == '-';
+        if (ok && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
+            slip_info("opening the stack %s of the program that sent us sockets", g_peer_stack_name);
+            snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", g_peer_stack_name);
+        }
         rc = open_or_join(&cfg, err, sizeof(err));
+    }
     if (rc == 0) {
         progress_start();
         pthread_atfork(NULL, NULL, progress_atfork_child);

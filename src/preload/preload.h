@@ -114,6 +114,10 @@ struct pfd *pfd_new(int fd);
 void pfd_clear(int fd);
 /* The stack, opened on first use; NULL when it cannot be (fallback to the kernel). */
 struct slip_stack *preload_stack(void);
+/* The same, for a process that receives sockets over the UNIX socket ufd: if it has no stack yet
+ * it opens the one the sending process runs on (by the SLIP_STACK_NAME that process was started
+ * with), so a socket handed over by another program is found. */
+struct slip_stack *preload_stack_for_passed(int ufd);
 /* In a new image after exec: take over the stack and the sockets described by SLIP_ATTACH and
  * SLIP_FDS, if any. */
 void preload_attach_inherited(void);

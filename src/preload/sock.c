@@ -1216,8 +1216,9 @@ ssize_t pre_readv(int fd, const struct iovec *iov, int n)
 }
 
 /* A fd received with SCM_RIGHTS that is the kernel twin of an accelerated socket becomes that
- * socket here too, as the kernel's would (one more reference). */
-static void adopt_passed(int fd)
+ * socket here too, as the kernel's would (one more reference). ufd: the UNIX socket it came on
+ * (a process with no stack yet opens the sender's: preload_stack_for_passed). */
+static void adopt_passed(int fd, int ufd)
 {
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
@@ -1226,7 +1227,7 @@ static void adopt_passed(int fd)
     socklen_t dl = sizeof(dom);
     if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6))
         return;
-    struct slip_stack *s = preload_stack();
+    struct slip_stack *s = preload_stack_for_passed(ufd);
     bool tcp;
     int sock = s ? slip_sock__by_ino(s, (uint64_t)st.st_ino, &tcp) : -ENOENT;
     if (sock < 0)
@@ -1272,7 +1273,7 @@ static int pass_rights(const struct msghdr *m, int dir)
     return n;
 }
 
-static void adopt_rights(struct msghdr *m)
+static void adopt_rights(struct msghdr *m, int ufd)
 {
     if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
         return;
@@ -1283,7 +1284,7 @@ static void adopt_rights(struct msghdr *m)
         for (size_t i = 0; i < n; i++) {
             int f;
             memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-            adopt_passed(f);
+            adopt_passed(f, ufd);
         }
     }
 }
@@ -1294,7 +1295,7 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
     if (!p || p->kind == PFD_EPOLL) {
         ssize_t r = real_recvmsg(fd, m, flags);
         if (r >= 0 && !p)
-            adopt_rights(m);
+            adopt_rights(m, fd);
         return r;
     }
     if (m->msg_iovlen > UIO_MAXIOV)

@@ -175,20 +175,23 @@ def test_sharing_off_falls_back_with_one_warning(testbed, slip, tmp_path):
     stop(s2)
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["one-name", "own-names"])
 @pytest.mark.parametrize("how", ["sendmsg", "sendmmsg"])
-def test_fd_passing_between_programs(testbed, slip, tmp_path, how):
+def test_fd_passing_between_programs(testbed, slip, tmp_path, how, named):
     """An acceptor hands each accepted connection to a separate worker program over a UNIX socket
     (sendmsg, or every other one with sendmmsg) and closes its own fd at once; the worker serves
-    it, accelerated, on the stack both programs share by name (a program can hold the sockets of
-    one stack: see docs/ARCHITECTURE.md on fd passing between stacks)."""
+    it, accelerated, on the acceptor's stack: both programs started with one --name, or each
+    with its own (the worker, with no stack yet when the first socket comes, opens the sender's;
+    see docs/ARCHITECTURE.md on fd passing between stacks)."""
     a, b = testbed.host("a"), testbed.host("b")
     path = str(tmp_path / "pass.sock")
     app = os.path.join(APPS, "fd_pass.py")
     n = 20
-    w = b.popen(slip([PY, app, "worker", path, str(n)], "--name", "fdpass"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = ["--name", "fdpass"] if named else []
+    w = b.popen(slip([PY, app, "worker", path, str(n)], *name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n), *(["--sendmmsg"] if how == "sendmmsg" else [])],
-                       "--name", "fdpass"),
+                       *name),
                   stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
     assert acc.stdout.readline().startswith("ready")
