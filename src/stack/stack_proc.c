@@ -393,7 +393,10 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
     }
 }
 
-/* One line per process of the stack: "proc PID COMM slot=K tcp=N udp=N" (sockets it holds). */
+/* One line per process of the stack: "proc PID COMM slot=K tcp=N udp=N" (sockets it holds).
+ * The stack lock is held only to copy the slot table: counting a slot's sockets walks every
+ * socket of the tables (and the per-process counts are atomics that move without the lock
+ * anyway), and reading /proc and printing can block; none of that may stall the datapath. */
 void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
 {
     struct stat st;
@@ -402,16 +405,22 @@ void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
     for (unsigned i = 0; i < s->nifs; i++)
         fprintf(f, "%s%s", i ? "," : " ", s->ifs[i].name);
     fprintf(f, " uid=%d procs=%u\n", (int)owner, procs_live(s));
+    int32_t pids[SLIP_PROC_MAX];
     stack_lock(s);
+    for (int k = 0; k < SLIP_PROC_MAX; k++)
+        pids[k] = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
+    stack_unlock(s);
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
-        int32_t pid = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+        int32_t pid = pids[k];
         if (pid <= 0)
             continue;
         unsigned nt = 0, nu = 0;
-        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++)
-            nt += proc_tcp(s, k)[i] != 0;
-        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
-            nu += proc_udp(s, k)[i] != 0;
+        const uint32_t *pt = proc_tcp(s, k), *pu = proc_udp(s, k);
+        for (unsigned i = 0; i < th; i++)
+            nt += __atomic_load_n(&pt[i], __ATOMIC_RELAXED) != 0;
+        for (unsigned i = 0; i < uh; i++)
+            nu += __atomic_load_n(&pu[i], __ATOMIC_RELAXED) != 0;
         char path[64], comm[64] = "?";
         snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
         FILE *c = fopen(path, "re");
@@ -425,5 +434,4 @@ void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
                 *p = '_';
         fprintf(f, "proc %d %s slot=%d tcp=%u udp=%u\n", (int)pid, comm[0] ? comm : "?", k, nt, nu);
     }
-    stack_unlock(s);
 }
