@@ -47,6 +47,8 @@ struct uepoll {
 
 /* close(fd): drop fd from every epoll set, as the kernel does when a file goes away. */
 void uepoll_forget_fd(int fd);
+/* In a fork child: the inherited epoll sets watch the child's own bells too (wait.c). */
+void uepoll_atfork_child(void);
 /* close(fd) of a socket another fd of this process still refers to: keep its registrations;
  * close of the last one: drop them. */
 void uepoll_detach_fd(int fd, uint8_t kind, int sock);
