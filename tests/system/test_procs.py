@@ -104,7 +104,10 @@ def test_port_free_while_exited_server_still_delivers(testbed, slip, second):
     _, err2 = s2.communicate(timeout=30)
     if second == "slipstream":
         assert "not accelerated" not in err2, err2     # it joined the stack still delivering
-        assert listened < 1.0, listened
+        # The first server lingers 5 s delivering: a second that had to wait for that would
+        # listen after 5 s; starting a program under a loaded machine took 1.3 s once (1.0 was
+        # the bound), so 3 s tells the two apart with room.
+        assert listened < 3.0, listened
     hold.kill()
     first.communicate(timeout=30)
 
