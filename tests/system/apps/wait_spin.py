@@ -59,11 +59,17 @@ def busy(secs):
 
 # What a thread that never sleeps gets of a core for 0.1 s here and now (a loaded machine gives
 # a spinning wait less than a core: its CPU time is compared with this, not with the clock).
-_, _, ref_before = timed(lambda: busy(0.1))
-ev, res["idle_wall"], res["idle_cpu"] = timed(lambda: ep.poll(0.3))
-res["idle_events"] = len(ev)
-_, _, ref_after = timed(lambda: busy(0.1))
-res["ref_cpu"] = min(ref_before, ref_after)
+# A machine so busy that the busy loop got less than a fifth of a core cannot tell a spin from a
+# sleep: measured again (up to 5 times) for a calmer moment.
+for attempt in range(5):
+    _, _, ref_before = timed(lambda: busy(0.1))
+    ev, res["idle_wall"], res["idle_cpu"] = timed(lambda: ep.poll(0.3))
+    res["idle_events"] = len(ev)
+    _, _, ref_after = timed(lambda: busy(0.1))
+    res["ref_cpu"] = min(ref_before, ref_after)
+    res["idle_attempts"] = attempt + 1
+    if res["idle_events"] or res["ref_cpu"] >= 0.02:
+        break
 
 threading.Timer(0.03, lambda: os.write(wfd, b"x")).start()
 ev, res["pipe_wall"], _ = timed(lambda: ep.poll(2.0))
