@@ -316,6 +316,7 @@ static void progress_start(void)
 static void progress_atfork_child(void)
 {
     preload_block_atfork_child();
+    uepoll_atfork_child();      /* after stack.c's handler (registered first) renewed the bells */
     progress_start();
 }
 

@@ -47,6 +47,8 @@ struct uepoll {
 
 /* close(fd): drop fd from every epoll set, as the kernel does when a file goes away. */
 void uepoll_forget_fd(int fd);
+/* In a fork child: the inherited epoll sets watch the child's own bells too (wait.c). */
+void uepoll_atfork_child(void);
 /* close(fd) of a socket another fd of this process still refers to: keep its registrations;
  * close of the last one: drop them. */
 void uepoll_detach_fd(int fd, uint8_t kind, int sock);
@@ -181,7 +183,8 @@ int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
  * stack's wait fds; the others sleep on futexes of the TCP sockets they wait for (at most
  * PRELOAD_FUTEX_MAX). preload_futex_round: 1 = the caller became the poller (sleep on the fds,
  * then preload_poller_leave), 0 = it slept on the futexes or ready(arg) was already true (look
- * again), -EINTR. left_ms < 0: no limit (the sleep is capped at PRELOAD_MAX_SLEEP_MS). */
+ * again), -EINTR (also without sleeping, when a handler ran since the caller's
+ * preload_signal_reset). left_ms < 0: no limit (the sleep is capped at PRELOAD_MAX_SLEEP_MS). */
 #define PRELOAD_FUTEX_MAX 64
 bool preload_futex_usable(void);
 int preload_futex_round(struct slip_stack *s, const int *socks, int m, bool (*ready)(void *),

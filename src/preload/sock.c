@@ -226,10 +226,16 @@ int preload_futex_round(struct slip_stack *s, const int *socks, int m, bool (*re
         gens[i] = __atomic_load_n(slip_sock__tcp_evgen_word(s, socks[i]), __ATOMIC_SEQ_CST);
     int fr = 0;
     if (!ready(arg)) {
-        preload_signal_reset();
-        int ms = left_ms < 0 || left_ms > PRELOAD_MAX_SLEEP_MS ? PRELOAD_MAX_SLEEP_MS : left_ms;
-        fr = futex_sleep(s, socks, gens, m, pgen, ms);
-        __atomic_store_n(&g_waitv, fr == -ENOSYS ? 0 : 1, __ATOMIC_RELAXED);
+        /* The callers forgot the handlers that ran before their call started; one that ran
+         * since (while they polled the stack, or just now) interrupts the call here as it would
+         * have interrupted the kernel's sleep: sleeping on would miss it (recv blocked on). */
+        if (preload_signal_restart()) {
+            fr = -EINTR;
+        } else {
+            int ms = left_ms < 0 || left_ms > PRELOAD_MAX_SLEEP_MS ? PRELOAD_MAX_SLEEP_MS : left_ms;
+            fr = futex_sleep(s, socks, gens, m, pgen, ms);
+            __atomic_store_n(&g_waitv, fr == -ENOSYS ? 0 : 1, __ATOMIC_RELAXED);
+        }
     }
     for (int i = 0; i < m; i++)
         slip_sock__tcp_waiters(s, socks[i], -1);
@@ -254,6 +260,21 @@ static bool block_ready(void *arg)
     return (pfd_poll(l->p) & (l->want | EPOLLERR | EPOLLHUP)) != 0;
 }
 
+/* A handler ran during this call outside the kernel's sleep (while the stack was polled, a
+ * spin, or between the last look and the sleep): the kernel's call would have been interrupted
+ * by it. true: fail with EINTR; false: go on (nothing ran, or the call restarts, and the record
+ * starts over). The record used to be cleared before each sleep, which forgot such a handler and
+ * blocked on: eintr_no_restart hung now and then on a loaded machine. */
+static bool interrupted(int timeout_ms)
+{
+    if (!preload_signal_restart())
+        return false;
+    if (timeout_ms >= 0 || !restartable())
+        return true;
+    preload_signal_reset();
+    return false;
+}
+
 /* *poller: this thread took the poller's place (the caller gives it up, also when cancelled). */
 static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd, bool *poller)
 {
@@ -266,6 +287,7 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
     uint64_t start = preload_mono_us(), spun = 0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
     int rc = 0;
+    preload_signal_reset();     /* handlers that ran before the call are not its business */
     for (;;) {
         if (p->kind != kind || p->sock != sock) {
             rc = -EBADF;
@@ -280,7 +302,12 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
             break;
         }
         /* Spin first when asked (latency profile), then sleep in the kernel. */
-        if (preload_spin_more(&spun))
+        bool spin = preload_spin_more(&spun);
+        if (interrupted(timeout_ms)) {
+            rc = -EINTR;
+            break;
+        }
+        if (spin)
             continue;
         int left = end == UINT64_MAX ? -1 : (int)((end - now + 999) / 1000);
         if (may_futex && !*poller && preload_futex_usable()) {
@@ -311,7 +338,11 @@ static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd
             slip_stack__sleepers(s, -1);
             break;
         }
-        preload_signal_reset();
+        if (interrupted(timeout_ms)) {
+            slip_stack__sleepers(s, -1);
+            rc = -EINTR;
+            break;
+        }
         int pr = real_poll(pf, (nfds_t)n, t);
         int saved = errno;
         slip_stack__sleepers(s, -1);

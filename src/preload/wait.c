@@ -447,6 +447,30 @@ static bool choose_watch(int epfd, struct uepoll *ep)
     return bell;
 }
 
+/* In a fork child, after the stack gave it bells of its own (stack.c): an inherited set is the
+ * parent's kernel set too and keeps the parent's bells (taking them out would take them from the
+ * parent); the child's are added beside them, or the child's own rings would not wake its waits. */
+void uepoll_atfork_child(void)
+{
+    struct slip_stack *s = g_pre.stack;
+    /* another thread of the parent may have held it at the fork; the child has only this one */
+    g_sets_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+    if (!s)
+        return;
+    for (struct uepoll *ep = g_sets; ep; ep = ep->next) {
+        struct epoll_event bell = { .events = EPOLLIN | EPOLLET, .data.u64 = BELL_MARK };
+        struct epoll_event peer = { .events = EPOLLIN, .data.u64 = PEER_MARK };
+        if (ep->stack_fds_added) {
+            if (slip_stack__doorbell_fd(s) >= 0)
+                real_epoll_ctl(ep->epfd, EPOLL_CTL_ADD, slip_stack__doorbell_fd(s), &bell);
+            if (slip_stack__peer_bell_fd(s) >= 0)
+                real_epoll_ctl(ep->epfd, EPOLL_CTL_ADD, slip_stack__peer_bell_fd(s), &peer);
+        }
+        if (ep->accept_bell_added && slip_stack__accept_bell_fd(s) >= 0)
+            real_epoll_ctl(ep->epfd, EPOLL_CTL_ADD, slip_stack__accept_bell_fd(s), &bell);
+    }
+}
+
 void uepoll_forget_fd(int fd)
 {
     pthread_mutex_lock(&g_sets_mu);

@@ -32,6 +32,18 @@ static void atfork_child(void)
         if (s->peer_bell >= 0)
             close(s->peer_bell);
         s->peer_bell = slip_sandbox__limited() ? -1 : slip_bell__open(g_stack_pid);
+        /* The doorbell and the accept bell wake this process's sleepers: shared with the parent,
+         * each process's rings woke the other's, and a blocking call's drain in one took a ring
+         * the other's poll() had not seen yet (a lost wakeup: it slept to its timeout). The
+         * child's own eventfds (a sandboxed child keeps the shared ones: eventfd may be fatal). */
+        if (!slip_sandbox__limited()) {
+            int *bells[] = { &s->doorbell, &s->accept_bell };
+            for (unsigned i = 0; i < SLIP_ARRAY_SIZE(bells); i++) {
+                if (*bells[i] >= 0)
+                    close(*bells[i]);
+                *bells[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            }
+        }
     }
 }
 

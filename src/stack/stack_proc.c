@@ -179,9 +179,12 @@ void slip_sock__pass_in(struct slip_stack *s, bool tcp, int sock)
     slip_sock__ref_in(s, s->proc, tcp, sock, 1);
     if (*n) {
         (*n)--;
-        /* the travelling reference is now ours: give back the sender's (the total stays) */
-        if (from >= 0 && from < SLIP_PROC_MAX)
-            __atomic_sub_fetch(tcp ? &proc_tcp(s, from)[sock] : &proc_udp(s, from)[sock], 1, __ATOMIC_RELAXED);
+        /* the travelling reference is now ours: give back the sender's (the total stays). Not
+         * below zero: two senders of one socket share one inflight_slot. */
+        uint32_t *sent = from >= 0 && from < SLIP_PROC_MAX ? (tcp ? &proc_tcp(s, from)[sock] : &proc_udp(s, from)[sock])
+                                                           : NULL;
+        if (sent && __atomic_load_n(sent, __ATOMIC_RELAXED))
+            __atomic_sub_fetch(sent, 1, __ATOMIC_RELAXED);
         __atomic_sub_fetch(tcp ? &s->t.ts[sock].refs : &s->t.us[sock].refs, 1, __ATOMIC_ACQ_REL);
     }
     stack_unlock(s);
@@ -239,12 +242,33 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
     return c;
 }
 
+/* Lock held: the references slot c sent away in UNIX socket messages that nobody received yet
+ * leave its count and travel on their own (inflight_slot -1). A fd in flight keeps its file
+ * alive after its sender exits or dies, as the kernel's does; dropping them with the slot closed
+ * the connection of an acceptor's last hand-over before a loaded worker took it (ENOTCONN in
+ * the worker). One never received (the UNIX socket closed with it unread) keeps the socket open
+ * until the stack goes. */
+static void proc_detach_inflight(uint32_t *count, uint32_t inflight, int32_t *from, int c)
+{
+    if (!inflight || *from != c)
+        return;
+    uint32_t n = __atomic_load_n(count, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(count, SLIP_MIN(n, inflight), __ATOMIC_RELAXED);
+    *from = -1;
+}
+
 /* Gives back everything slot c holds; closes the sockets whose last reference it was. */
 static void proc_release_slot(struct slip_stack *s, int c)
 {
     /* Only slots below the tables' high water can hold a count (see slip_proc__reserve). */
     uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
     uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
+    stack_lock(s);
+    for (uint32_t i = 0; i < th; i++)
+        proc_detach_inflight(&pt[i], s->t.ts[i].inflight, &s->t.ts[i].inflight_slot, c);
+    for (uint32_t i = 0; i < uh; i++)
+        proc_detach_inflight(&pu[i], s->t.us[i].inflight, &s->t.us[i].inflight_slot, c);
+    stack_unlock(s);
     for (uint32_t i = 0; i < th; i++) {
         uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
         if (n && __atomic_sub_fetch(&s->t.ts[i].refs, n, __ATOMIC_ACQ_REL) == 0) {
@@ -370,7 +394,10 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
 }
 
 /* "stack IFS uid=U procs=N index=K name=NAME", then one line per process of the stack: "proc PID
- * COMM slot=K tcp=N udp=N" (sockets it holds). */
+ * COMM slot=K tcp=N udp=N" (sockets it holds). The stack lock is held only to copy the slot
+ * table: counting a slot's sockets walks every socket of the tables (and the per-process counts
+ * are atomics that move without the lock anyway), and reading /proc and printing can block; none
+ * of that may stall the datapath. */
 void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
 {
     struct stat st;
@@ -380,16 +407,22 @@ void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
         fprintf(f, "%s%s", i ? "," : " ", s->ifs[i].name);
     fprintf(f, " uid=%d procs=%u index=%u name=%s\n", (int)owner, procs_live(s), s->index,
             s->shm->name[0] && memchr(s->shm->name, 0, sizeof(s->shm->name)) ? s->shm->name : "-");
+    int32_t pids[SLIP_PROC_MAX];
     stack_lock(s);
+    for (int k = 0; k < SLIP_PROC_MAX; k++)
+        pids[k] = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+    uint32_t th = slip_socktab__tcp_high(&s->t), uh = slip_socktab__udp_high(&s->t);
+    stack_unlock(s);
     for (int k = 0; k < SLIP_PROC_MAX; k++) {
-        int32_t pid = __atomic_load_n(&s->shm->procs.p[k].pid, __ATOMIC_ACQUIRE);
+        int32_t pid = pids[k];
         if (pid <= 0)
             continue;
         unsigned nt = 0, nu = 0;
-        for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++)
-            nt += proc_tcp(s, k)[i] != 0;
-        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
-            nu += proc_udp(s, k)[i] != 0;
+        const uint32_t *pt = proc_tcp(s, k), *pu = proc_udp(s, k);
+        for (unsigned i = 0; i < th; i++)
+            nt += __atomic_load_n(&pt[i], __ATOMIC_RELAXED) != 0;
+        for (unsigned i = 0; i < uh; i++)
+            nu += __atomic_load_n(&pu[i], __ATOMIC_RELAXED) != 0;
         char path[64], comm[64] = "?";
         snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
         FILE *c = fopen(path, "re");
@@ -403,5 +436,4 @@ void slip_stack__dump_procs(struct slip_stack *s, FILE *f)
                 *p = '_';
         fprintf(f, "proc %d %s slot=%d tcp=%u udp=%u\n", (int)pid, comm[0] ? comm : "?", k, nt, nu);
     }
-    stack_unlock(s);
 }

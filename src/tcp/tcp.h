@@ -252,7 +252,7 @@ struct tcp_conn {
     X(paws_drops) X(old_ack_drops) X(out_of_window) X(retransmits) X(rto_expiries) \
     X(fast_retransmits) X(ooo_drops) X(rcvbuf_drops) X(no_frame) X(conn_full) X(syn_full_drops) \
     X(cookie_full_rsts) X(tw_recycled) \
-    X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(icmp_errors) \
+    X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes) \
     X(frto_spurious) X(ecn_ce_in) X(ecn_reductions)

@@ -306,13 +306,25 @@ static void delack_account(struct ip_env *env, struct tcp_shared *sh, struct tcp
     }
 }
 
-static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, struct tcp_seg *s)
+/* false: the segment brought new data after the application shut reading and sent its FIN,
+ * and the connection was reset (it may be freed: the caller stops). */
+static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, struct tcp_seg *s)
 {
     if (s->len == 0)
-        return;
+        return true;
     c->last_data_rx = env->now;     /* TCP_INFO last_data_recv */
     if (c->state != TCPS_ESTABLISHED && c->state != TCPS_FIN_WAIT_1 && c->state != TCPS_FIN_WAIT_2)
-        return;     /* after the peer's FIN no more text is accepted */
+        return true;    /* after the peer's FIN no more text is accepted */
+    if ((c->flags & TCPF_SHUT_RD) && c->state != TCPS_ESTABLISHED && seq_gt(s->seq + s->len, c->rcv_nxt)) {
+        /* RFC 1122 4.2.2.13, as Linux (tcp_rcv_state_process, TCPAbortOnData): new data after
+         * shutdown(SHUT_RD) or close() and our FIN is lost for good; a reset says so, and the
+         * application's next call gets ECONNRESET. */
+        sh->c.abort_on_data++;
+        free_payload(env, s);
+        tcp_output__rst(env, sh, c);
+        tcp_conn__drop(env, sh, c, ECONNRESET);
+        return false;
+    }
     if (s->seq == c->rcv_nxt) {
         /* After shutdown(SHUT_RD) data is still taken, acknowledged and queued, and read()
          * returns it before 0, as Linux does (packetdrill shutdown-rd-wr-close): RCV_SHUTDOWN
@@ -321,7 +333,7 @@ static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
             sh->c.rcvbuf_drops++;
             c->st.rcv_drops++;
             c->flags |= TCPF_ACK_NOW;
-            return;
+            return true;
         }
         tcp_rcvq__append(env->pool, c, s->pkt, s->len);
         s->pkt = SLIP_NIL;
@@ -343,6 +355,7 @@ static void process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         tcp_sack__rcv_update(env->pool, c, s->seq);
         c->flags |= TCPF_ACK_NOW;
     }
+    return true;
 }
 
 /* ---- LISTEN (RFC 9293 §3.10.7.2) ---- */
@@ -546,7 +559,8 @@ static void input_syn_sent(struct ip_env *env, struct tcp_shared *sh, struct tcp
         /* Text or FIN on the SYN-ACK: continue at the sixth step. */
         if (s->len) {
             s->seq++;
-            process_text(env, sh, c, s);
+            if (!process_text(env, sh, c, s))
+                return;
         }
         if ((s->flags & WIRE_TCP_FIN) && s->seq + s->len == c->rcv_nxt)
             fin_received(env, sh, c);
@@ -745,7 +759,8 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
      * seventh, process the segment text (RFC 3168 §6.1.3: its CE mark or CWR first). */
     if (tcp_ecn__seg_in(sh, c, s))
         c->flags |= TCPF_ACK_NOW;
-    process_text(env, sh, c, s);
+    if (!process_text(env, sh, c, s))
+        return;
 
     /* eighth, check the FIN bit (only once everything before it is in). */
     if (s->flags & WIRE_TCP_FIN) {

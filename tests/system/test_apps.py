@@ -817,14 +817,20 @@ def test_wait_spins_and_still_sees_everything(testbed, slip, how, call):
     print(how, call, out.strip(), err.strip())
     assert r.returncode == 0 and s.returncode == 0, (r.stderr, err)
     res = json.loads(out.strip().splitlines()[-1])
-    assert res["idle_events"] == 0 and 0.28 <= res["idle_wall"] < 0.6, res
-    assert res["pipe_ready"] and res["pipe_wall"] < 0.25, res
-    assert res["signal"] and res["signal_wall"] < 0.25, res
-    assert res["data_ready"] and res["data_wall"] < 0.25, res
+    # Each event comes 30 ms into a 2 s wait: a wait that missed it ends at 2 s. The bounds tell
+    # the two apart with room for a loaded machine's scheduling delays (not a speed check).
+    assert res["idle_events"] == 0 and 0.28 <= res["idle_wall"] < 1.0, res
+    assert res["pipe_ready"] and res["pipe_wall"] < 1.0, res
+    assert res["signal"] and res["signal_wall"] < 1.0, res
+    assert res["data_ready"] and res["data_wall"] < 1.0, res
+    # Spinning is told from sleeping by CPU time relative to what a busy loop got around the
+    # wait (ref_cpu, 0.1 s): on a loaded machine a spin gets less than a core, and an absolute
+    # 0.06 s failed there (0.03-0.04 s measured with 4 busy loops on the 2 cores).
+    assert res["ref_cpu"] >= 0.01, res          # the program ran at all: otherwise nothing to tell
     if how == "latency":
-        assert res["idle_cpu"] >= 0.06, res     # spun for (about) the first 100 ms
+        assert res["idle_cpu"] >= 0.5 * res["ref_cpu"], res     # spun for (about) the first 100 ms
     else:
-        assert res["idle_cpu"] < 0.05, res      # slept
+        assert res["idle_cpu"] < min(0.05, 0.5 * res["ref_cpu"]), res      # slept
 
 
 EPOLL_MANY_PEER = r"""
@@ -866,9 +872,11 @@ def test_epoll_many_idle_connections_report_each_event(testbed, slip, accelerate
     res = json.loads(out.strip().splitlines()[-1])
     d = sorted(res["delays_ms"])
     assert res["missing"] == 0 and not res["wrong"], res
-    assert d[-1] < 60, d
+    # Late means found by the 10 s safety net; 1 s leaves room for a loaded machine's
+    # scheduling delays (60 ms did not always) and still tells the two apart.
+    assert d[-1] < 1000, d
     assert res["under_lowat"] == [], res
-    assert res["lowered_ready"] and res["lowered_ms"] < 60, res
+    assert res["lowered_ready"] and res["lowered_ms"] < 1000, res
 
 
 @pytest.mark.parametrize("accelerated", [False, True],

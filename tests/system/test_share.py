@@ -176,19 +176,23 @@ def test_sharing_off_falls_back_with_one_warning(testbed, slip, tmp_path):
 
 
 @pytest.mark.parametrize("named", [True, False], ids=["one-name", "own-names"])
-@pytest.mark.parametrize("how", ["sendmsg", "sendmmsg"])
+@pytest.mark.parametrize("how", ["sendmsg", "sendmmsg", "sender_exits"])
 def test_fd_passing_between_programs(testbed, slip, tmp_path, how, named):
     """An acceptor hands each accepted connection to a separate worker program over a UNIX socket
     (sendmsg, or every other one with sendmmsg) and closes its own fd at once; the worker serves
     it, accelerated, on the acceptor's stack: both programs started with one --name, or each
     with its own (the worker, with no stack yet when the first socket comes, opens the sender's;
-    see docs/ARCHITECTURE.md on fd passing between stacks)."""
+    see docs/ARCHITECTURE.md on fd passing between stacks). sender_exits: the worker takes the
+    last fd only after the acceptor has exited, as the kernel allows (a fd in flight lives on its
+    own): the exit once dropped the reference that travelled with it and closed the connection
+    (ENOTCONN in the worker, now and then when a loaded machine ran the worker late)."""
     a, b = testbed.host("a"), testbed.host("b")
     path = str(tmp_path / "pass.sock")
     app = os.path.join(APPS, "fd_pass.py")
     n = 20
     name = ["--name", "fdpass"] if named else []
-    w = b.popen(slip([PY, app, "worker", path, str(n)], *name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = b.popen(slip([PY, app, "worker", path, str(n), *(["--late"] if how == "sender_exits" else [])], *name),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert w.stdout.readline().startswith("ready")
     acc = b.popen(slip([PY, app, "acceptor", path, "7221", str(n), *(["--sendmmsg"] if how == "sendmmsg" else [])],
                        *name),

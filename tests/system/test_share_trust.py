@@ -23,6 +23,12 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 NAME = "slipstream/1/veth0"
 
 
+def name_holders(host):
+    """Pids of the processes holding the stack's rendezvous socket (listening, abstract name)."""
+    out = host.run(["ss", "-xlpn"], check=True, timeout=30).stdout
+    return {pid for line in out.splitlines() if f"@{NAME} " in line for pid in re.findall(r"pid=(\d+)", line)}
+
+
 def script(name):
     """The text of a test program, passed with -c: nobody may not be able to read the checkout
     (a clone under /root)."""
@@ -94,7 +100,14 @@ def test_worker_that_dropped_root_does_not_serve_the_stack(testbed, slip, tmp_pa
         assert srv.poll() is None and time.monotonic() < deadline, read(log)
         time.sleep(0.05)
     wait_listening(b, 7303, proc=srv, log=log)
-    time.sleep(0.6)             # the worker's progress thread has looked at its privileges
+    # The worker's progress thread looks at its privileges and closes the rendezvous socket it
+    # inherited: waited for (a fixed 0.6 s could be too short on a loaded machine).
+    worker = re.search(r"ready (\d+)", read(log)).group(1)
+    deadline = time.monotonic() + 15
+    while worker in name_holders(b) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    holders = name_holders(b)
+    assert worker not in holders and str(srv.pid) in holders, (worker, srv.pid, holders)
     echo_round(a, 7303)
 
     r = b.run(NOBODY + [PY, "-c", script("share_probe.py"), NAME, "30"], timeout=120)

@@ -1,8 +1,11 @@
 """fd passing between two unrelated programs (SCM_RIGHTS), as pre-forked servers and socket
 activation do. Run both under `slipstream run`:
 
-    fd_pass.py worker UNIXPATH N     receives N connections over the UNIX socket, answers each
-                                      "worker <line>" and closes it
+    fd_pass.py worker UNIXPATH N [--late]
+                                     receives N connections over the UNIX socket, answers each
+                                      "worker <line>" and closes it; with --late it takes the last
+                                      fd only after the acceptor process has exited (the fd was
+                                      in flight in the UNIX socket alone meanwhile)
     fd_pass.py acceptor UNIXPATH PORT N [--sendmmsg]
                                       accepts N TCP connections, hands each to the worker and
                                       closes its own fd at once (before the worker got it); with
@@ -10,8 +13,11 @@ activation do. Run both under `slipstream run`:
 Each prints "ready" when it can be used and "done N" at the end."""
 import ctypes
 import os
+import select
 import socket
+import struct
 import sys
+import time
 
 
 def send_fd_mmsg(u, fd):
@@ -38,6 +44,15 @@ def send_fd_mmsg(u, fd):
     if libc.sendmmsg(u.fileno(), ctypes.byref(m), 1, 0) != 1:
         raise OSError(ctypes.get_errno(), "sendmmsg")
 
+def alive(pid):
+    """pid has not exited yet (a zombie has: its exit handlers ran)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 role, path = sys.argv[1], sys.argv[2]
 if role == "worker":
     n = int(sys.argv[3])
@@ -46,7 +61,14 @@ if role == "worker":
     ls.listen(1)
     print("ready", flush=True)
     u, _ = ls.accept()
+    peer = struct.unpack("3i", u.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
     for i in range(n):
+        if "--late" in sys.argv and i == n - 1:
+            select.select([u], [], [], 30)      # the last message is there ...
+            deadline = time.monotonic() + 30
+            while alive(peer) and time.monotonic() < deadline:
+                time.sleep(0.02)                # ... and its sender gone before we take it
+            assert not alive(peer), "the acceptor did not exit"
         msg, fds, _, _ = socket.recv_fds(u, 16, 1)
         assert msg == b"c" and len(fds) == 1, (msg, fds)
         c = socket.socket(fileno=fds[0])
