@@ -17,9 +17,10 @@
 #include <sys/un.h>
 
 /* A stack keeps between these many frames in its cache when it polls: the low mark covers a
- * quarter-ring fill refill and a burst of sends; the rest goes back for the other stacks. */
-static uint32_t cache_low(const struct slip_stack *s) { return 2 * s->cfg.ring_size + 256; }
-static uint32_t cache_high(const struct slip_stack *s) { return 6 * s->cfg.ring_size + 1024; }
+ * quarter-ring fill refill and a burst of sends; the rest goes back for the other stacks. When a
+ * stack found the group pool short (hungry), the others give back down to the low mark. */
+static uint32_t cache_low(const struct slip_stack *s) { return s->cfg.ring_size + 256; }
+static uint32_t cache_high(const struct slip_stack *s) { return 4 * s->cfg.ring_size + 1024; }
 
 static struct xsk_frame_pool *group_pool(const struct slip_stack *s)
 {
@@ -54,6 +55,9 @@ static uint32_t group_refill(struct pkt_pool *p, uint32_t want)
     s->group->refills++;
     if (n < want)
         s->group->starved++;
+    /* Hungry until a refill is served in full: meanwhile the others spill what they hold above
+     * their low mark. */
+    __atomic_store_n(&s->group->hungry, n < want, __ATOMIC_RELAXED);
     slip_lock__release(&s->group->pool_lock);
     return n;
 }
@@ -71,8 +75,12 @@ void group_balance(struct slip_stack *s)
     uint32_t have = s->pool.frames->count, lo = cache_low(s), hi = cache_high(s);
     if (have < lo)
         group_refill(&s->pool, lo + (hi - lo) / 2 - have);
-    else if (have > hi && have <= s->pool.nframes)
+    else if (have > s->pool.nframes)
+        return;     /* a count nobody of ours wrote: left alone */
+    else if (have > hi)
         group_spill(s, have - (lo + (hi - lo) / 2));
+    else if (have > lo && __atomic_load_n(&s->group->hungry, __ATOMIC_RELAXED))
+        group_spill(s, have - lo);
 }
 
 void group_return_all(struct slip_stack *s)

@@ -72,6 +72,7 @@ struct slip_group {
     _Atomic uint32_t qlock[SLIP_MAX_IFACES][SLIP_MAX_QUEUES];   /* xsk_port__share_rings */
     uint64_t refills, spills;           /* batches moved between the group pool and caches */
     uint64_t starved;                   /* a refill found the group pool empty */
+    uint32_t hungry;                    /* the last refill was short: others spill to their low mark */
 };
 
 #define SLIP_STACK_NAME_MAX 32     /* = sizeof(slip_config.stack_name) */

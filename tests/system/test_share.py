@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from test_apps import APPS, B_ADDR, PY, Proof, assert_accelerated_log, read, start, stop, wait_listening
+from test_apps import A_ADDR, APPS, B_ADDR, PY, Proof, assert_accelerated_log, read, start, stop, wait_listening
 
 
 @pytest.fixture
@@ -256,3 +256,44 @@ def test_exec_in_a_stack_that_joined_a_group(testbed, slip, tmp_path):
     _, perr = p.communicate(timeout=20)
     assert_accelerated_log(perr)
     stop(s1)
+
+
+def test_four_programs_share_the_group_frames(testbed, slip, tmp_path):
+    """Four programs, four stacks on one UMEM: each one's frames come from the group's pool, and
+    a stack that finds it short makes the others give back what they hold beyond their low mark,
+    so the last one to start still gets frames to answer with."""
+    a, b = testbed.host("a"), testbed.host("b")
+    procs = []
+    for i in range(4):
+        lg = str(tmp_path / f"s{i}.log")
+        p = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", str(7241 + i)]), lg)
+        wait_listening(b, 7241 + i, proc=p, log=lg)
+        procs.append(p)
+    proof = Proof(b).start(peer=a)
+    time.sleep(0.3)
+    proof.note_xdp()
+    for rnd in range(2):
+        for i in range(4):
+            echo_round(a, 7241 + i, conns=8, msgs=8)
+    # A fifth program that starts by sending (a client: its first frame is a SYN, before anything
+    # arrived to give it frames) while the four hold theirs.
+    srv = a.popen([PY, "-c", "import socket\nl = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                   "l.bind(('0.0.0.0', 7249)); l.listen(4); print('ready', flush=True)\n"
+                   "for _ in range(3):\n    c, _ = l.accept(); c.sendall(b'y' * 2000000); c.close()\n"],
+                  stdout=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "ready"
+    cli = ("import socket\nfor _ in range(3):\n"
+           f"    s = socket.create_connection(('{A_ADDR}', 7249), timeout=10); n = 0\n"
+           "    while True:\n        d = s.recv(65536)\n        if not d: break\n        n += len(d)\n"
+           "    assert n == 2000000, n\nprint('ok')\n")
+    r = b.run(slip([PY, "-c", cli]), timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+    assert_accelerated_log(r.stderr)
+    srv.wait(timeout=10)
+    proof.check()
+    stacks = stat_stacks(b, slip)       # the client's stack may still be there (its guardian)
+    assert {0, 1, 2, 3} <= set(stacks), stacks
+    for i in range(4):
+        assert stacks[i][1].get("procs.live") == "1" and int(stacks[i][1]["tcp.segs_in"]) > 0, stacks[i][1]
+    for p in procs:
+        stop(p)
