@@ -263,10 +263,14 @@ static int check_fds(const int *fds, int nfds, uid_t me, const char *name, char 
     return -EACCES;
 }
 
-int slip_share__join(struct slip_stack **out, const char *name, char *err, size_t errlen)
+/* Connects to name, checks who serves it and what it handed over: 0 with the description
+ * (renumbered) in mine and the fds in fds, which are then the caller's; negative errno (and a
+ * line in err) with nothing left open. */
+static int fetch(const char *name, char *mine, size_t len, int *fds, int *nfds, char *err, size_t errlen)
 {
     struct sockaddr_un sa;
     socklen_t sl = abstract_addr(&sa, name);
+    *nfds = 0;
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -289,9 +293,7 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
     /* The serving process answers from its progress thread, which wakes at least every 200 ms. */
     struct timeval tv = { 2, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char mine[SLIP_SHARE_SPEC_MAX + 64];
-    int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
-    int rc = slip_share__recv(fd, mine, sizeof(mine), fds, &nfds);
+    int rc = slip_share__recv(fd, mine, len, fds, nfds);
     close(fd);
     if (rc == -EPROTO || rc == -ENOSPC) {
         snprintf(err, errlen, "malformed answer from the process serving %s", name);
@@ -301,10 +303,21 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
         rc = rc == -ENOENT ? -EPERM : rc;
     }
     if (rc == 0)
-        rc = check_fds(fds, nfds, me, name, err, errlen);
-    if (rc == 0)
-        rc = slip_stack__attach(out, mine, err, errlen);
-    if (rc < 0)
+        rc = check_fds(fds, *nfds, me, name, err, errlen);
+    if (rc < 0) {
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+    }
+    return rc;
+}
+
+int slip_share__join(struct slip_stack **out, const char *name, char *err, size_t errlen)
+{
+    char mine[SLIP_SHARE_SPEC_MAX + 64];
+    int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
+    int rc = fetch(name, mine, sizeof(mine), fds, &nfds, err, errlen);
+    if (rc == 0 && (rc = slip_stack__attach(out, mine, err, errlen)) < 0)
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
     return rc;
@@ -313,43 +326,9 @@ int slip_share__join(struct slip_stack **out, const char *name, char *err, size_
 int slip_share__join_group(struct slip_stack **out, const char *name, const struct slip_config *cfg, char *err,
                            size_t errlen)
 {
-    struct sockaddr_un sa;
-    socklen_t sl = abstract_addr(&sa, name);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sl) < 0) {
-        close(fd);
-        return -ENOENT;
-    }
-    /* As for a whole stack: only root's or our own user's group is joined. */
-    struct ucred sc;
-    socklen_t scl = sizeof(sc);
-    uid_t me = geteuid();
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &sc, &scl) < 0 || (sc.uid != 0 && sc.uid != me)) {
-        snprintf(err, errlen, "%s is served by pid %d of uid %u, neither root nor our uid %u: not joining it",
-                 name, (int)sc.pid, (unsigned)sc.uid, (unsigned)me);
-        close(fd);
-        return -EACCES;
-    }
-    struct timeval tv = { 2, 0 };
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char mine[SLIP_SHARE_SPEC_MAX + 64];
     int fds[SLIP_SHARE_MAX_FDS], nfds = 0;
-    int rc = slip_share__recv(fd, mine, sizeof(mine), fds, &nfds);
-    close(fd);
-    if (rc == -EPROTO || rc == -ENOSPC) {
-        snprintf(err, errlen, "malformed answer from the process serving %s", name);
-    } else if (rc < 0) {
-        snprintf(err, errlen, "the process serving %s did not answer: %s", name,
-                 rc == -ENOENT ? "refused" : strerror(-rc));
-        rc = rc == -ENOENT ? -EPERM : rc;
-    }
-    if (rc == 0)
-        rc = check_fds(fds, nfds, me, name, err, errlen);
-    if (rc == 0)
-        return slip_stack__open_in_group(out, cfg, mine, err, errlen);  /* closes what it does not keep */
-    for (int i = 0; i < nfds; i++)
-        close(fds[i]);
-    return rc;
+    int rc = fetch(name, mine, sizeof(mine), fds, &nfds, err, errlen);
+    /* open_in_group closes what it does not keep, on failure too. */
+    return rc < 0 ? rc : slip_stack__open_in_group(out, cfg, mine, err, errlen);
 }
