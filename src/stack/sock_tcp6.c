@@ -13,9 +13,10 @@ static bool tsock_ok(struct slip_stack *s, int sock)
     return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
 }
 
-/* The port the application's AF_INET6 kernel socket is bound to, and a duplicate of it that
- * keeps the reservation (placed high, inherited across exec like the stack). */
-static int adopt_kfd6(int app_kfd, uint16_t *port)
+/* The port (and address, when addr is not NULL) the application's AF_INET6 kernel socket is
+ * bound to, and a duplicate of it that keeps the reservation (placed high, inherited across exec
+ * like the stack). */
+static int adopt_kfd6(int app_kfd, uint16_t *port, struct wire_ipv6_addr *addr)
 {
     struct sockaddr_in6 sin6;
     socklen_t sl = sizeof(sin6);
@@ -24,6 +25,8 @@ static int adopt_kfd6(int app_kfd, uint16_t *port)
     if (sin6.sin6_family != AF_INET6 || !sin6.sin6_port)
         return -EINVAL;
     *port = ntoh16(sin6.sin6_port);
+    if (addr)
+        memcpy(addr, &sin6.sin6_addr, 16);
     int d = fcntl(app_kfd, F_DUPFD, 1000);
     if (d < 0)
         d = fcntl(app_kfd, F_DUPFD, 3);
@@ -39,7 +42,7 @@ int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6
     if (!tsock_ok(s, sock))
         return -EBADF;
     uint16_t port = 0;
-    int kfd = adopt_kfd6(app_kfd, &port);
+    int kfd = adopt_kfd6(app_kfd, &port, NULL);
     if (kfd < 0)
         return kfd;
     int reuseport = 0;
@@ -88,9 +91,16 @@ int slip_tcp6__connect_kfd(struct slip_stack *s, int sock, const struct wire_ipv
     if (rc < 0)
         return rc;
     uint16_t lport = 0;
-    int kfd = adopt_kfd6(app_kfd, &lport);
+    struct wire_ipv6_addr bound;
+    int kfd = adopt_kfd6(app_kfd, &lport, &bound);
     if (kfd < 0)
         return kfd;
+    /* A socket the application bound to one of its addresses connects from it (RFC 6724 picks
+     * the source only for a socket bound to ::). */
+    static const struct wire_ipv6_addr any;
+    be32 mapped;
+    if (memcmp(&bound, &any, sizeof(any)) != 0 && !wire_ipv6__is_v4mapped(&bound, &mapped))
+        rt.src = bound;
 
     stack_lock(s);
     env_refresh(s, slip_stack__now());

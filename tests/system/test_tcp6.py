@@ -83,7 +83,8 @@ def test_tcp6_server_dualstack_curl6_and_curl4(bed, slip, www, workdir):
 
 # A client: connects over IPv6, sends an HTTP request, hashes the body; prints its socket names.
 CLIENT = ("import hashlib, json, socket, sys\n"
-          "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 10)\n"
+          "src = (sys.argv[4], 0) if len(sys.argv) > 4 else None\n"
+          "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 10, source_address=src)\n"
           "s.sendall(('GET /%s HTTP/1.0\\r\\n\\r\\n' % sys.argv[3]).encode())\n"
           "buf = b''\n"
           "while True:\n"
@@ -98,9 +99,12 @@ CLIENT = ("import hashlib, json, socket, sys\n"
 def test_tcp6_client_to_kernel_server(bed, slip, www, workdir):
     """An accelerated client in b downloads 20 MB from a kernel HTTP server in a over IPv6: the
     body's sha256 matches, getsockname/getpeername give the native addresses, and b's kernel saw
-    (almost) none of the segments."""
+    (almost) none of the segments. A client bound to b's second address connects from it (the
+    server sees that address)."""
     a, b = bed
     d, sums = www
+    b2 = b.addr6 + "2"      # a second address of b, bound explicitly by the second client
+    b.run(["ip", "-6", "addr", "add", f"{b2}/64", "dev", "veth0", "nodad"], check=True)
     web = a.popen([PY, "-m", "http.server", "-d", d, "--bind", "::", "8090"], stdout=subprocess.DEVNULL,
                   stderr=subprocess.DEVNULL)
     try:
@@ -117,6 +121,15 @@ def test_tcp6_client_to_kernel_server(bed, slip, www, workdir):
         assert res["peer"] == [a.addr6, 8090], res
         assert res["sock"][0] == b.addr6, res
         proof.check()
+        proof = Proof(b).start(peer=a)
+        r = b.run(slip([PY, "-c", CLIENT, a.addr6, "8090", "3m", b2]), timeout=60)
+        proof.note_xdp()
+        assert r.returncode == 0, r.stderr[-2000:]
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert res["sha"] == sums["3m"] and res["sock"][0] == b2, res
+        proof.check()
+        conns = a.run(["ss", "-tnH", "state", "time-wait"]).stdout      # the server closed first
+        assert f"[{b2}]" in conns, conns
     finally:
         web.kill()
         web.wait()
