@@ -133,3 +133,64 @@ def test_tcp6_client_to_kernel_server(bed, slip, www, workdir):
     finally:
         web.kill()
         web.wait()
+
+
+# A kernel server: reads everything a client sends, answers with its sha256.
+HASH_SERVER = ("import hashlib, socket, sys\n"
+               "s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "s.bind(('::', int(sys.argv[1]))); s.listen(4); print('ready', flush=True)\n"
+               "c, _ = s.accept(); h = hashlib.sha256()\n"
+               "while True:\n"
+               "    x = c.recv(1 << 20)\n"
+               "    if not x: break\n"
+               "    h.update(x)\n"
+               "c.sendall(h.hexdigest().encode()); c.close()\n")
+
+# An uploading client: 1 MB, then the server's digest next to its own, the send MSS and how many
+# retransmission timeouts the connection had (TCP_INFO tcpi_snd_mss, tcpi_total_rto).
+UPLOAD = ("import hashlib, os, socket, struct, sys\n"
+          "data = os.urandom(1_000_000)\n"
+          "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), 10)\n"
+          "s.sendall(data); s.shutdown(socket.SHUT_WR)\n"
+          "got = s.recv(100).decode()\n"
+          "ti = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 248)\n"
+          "print(got, hashlib.sha256(data).hexdigest(), struct.unpack_from('<I', ti, 16)[0],\n"
+          "      struct.unpack_from('<H', ti, 240)[0])\n")
+
+
+def test_tcp6_pmtu_through_small_mtu_router(make_testbed, slip):
+    """a -- r -- b with r sending at most 1280 bytes towards a: a advertises MSS 1440 (its own link
+    is 1500), b's stack sends 1500-byte packets that die at r, whose ICMPv6 packet too big reaches
+    b's stack (steered for the owned connection): the MSS drops to 1220 and what was lost is sent
+    again at once (no retransmission timeout: tcpi_total_rto 0), and the 1 MB upload arrives
+    intact. b's kernel handled neither the segments nor the ICMPv6 error."""
+    tb = make_testbed(Topology(hosts=("a", "b"), router=True, ipv6=True))
+    a, b, r = tb.host("a"), tb.host("b"), tb.host("r")
+    r.run(["ip", "link", "set", "dev", "veth0", "mtu", "1280"], check=True)     # r's side of the a-r link
+    assert b.run(["ping", "-6", "-c", "1", "-W", "3", a.addr6]).returncode == 0
+    b.run(["ip", "-6", "route", "flush", "cache"])
+    srv = a.popen([PY, "-c", HASH_SERVER, "8091"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready"
+        b6 = snmp6(b)
+        proof = Proof(b).start(peer=a)
+        res = b.run(slip([PY, "-c", UPLOAD, a.addr6, "8091"]), timeout=60)
+        proof.note_xdp()
+        kb = {k: v - b6.get(k, 0) for k, v in snmp6(b).items()}
+        print(res.stdout, res.stderr[-1000:])
+        assert res.returncode == 0, res.stderr[-2000:]
+        got, want, mss, rtos = res.stdout.split()
+        assert got == want
+        assert int(mss) in (1208, 1220) and int(rtos) == 0, res.stdout     # 1280 - 60 (- 12 of timestamps)
+        assert kb["Icmp6InPktTooBigs"] == 0, kb
+        proof.check()
+        rtr = {k: v for k, v in snmp6(r).items() if k == "Icmp6OutPktTooBigs"}
+        assert rtr["Icmp6OutPktTooBigs"] >= 1, rtr      # the path MTU was really learnt on the way
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def snmp6(host):
+    return {k: int(v) for k, v in (l.split() for l in host.run(["cat", "/proc/net/snmp6"], check=True)
+                                   .stdout.splitlines() if l.strip())}
