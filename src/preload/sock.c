@@ -882,6 +882,14 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
     }
     if (p->kind != PFD_TCP)
         return 0;
+    if (p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS)) {
+        /* For the stack's IPv6 segments: the value as the kernel socket kept it. */
+        int kv = 0;
+        socklen_t kl = sizeof(kv);
+        if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
+            slip_tcp__setopt(g_pre.stack, p->sock, opt == IPV6_TCLASS ? TCPO_TCLASS : TCPO_HOPS, kv);
+        return 0;
+    }
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
         int lw = 0;     /* the value as the kernel socket kept it (Linux caps it) */
         socklen_t lwl = sizeof(lw);

@@ -228,6 +228,8 @@ struct tcp_conn {
      * (tcp6__fold; :: folds to 0), so the 4-tuple hash, the ISN, timestamp offsets and SYN
      * cookies work unchanged on both families; every comparison also checks the family. */
     uint8_t v6only;           /* a listener on :: with IPV6_V6ONLY: no IPv4 SYNs */
+    uint8_t tclass;           /* IPV6_TCLASS of its IPv6 segments (children inherit it, as Linux) */
+    uint8_t hops;             /* IPV6_UNICAST_HOPS, 0: the default */
     uint32_t scope;           /* interface of a link-local raddr6 (0: none) */
     struct wire_ipv6_addr laddr6, raddr6;
 };
@@ -410,6 +412,8 @@ enum tcp_opt {
     TCPO_MAXSEG,              /* TCP_MAXSEG before connect/listen; 0 = none */
     TCPO_CONGESTION,          /* TCP_CC_* */
     TCPO_REUSEPORT,           /* bool (SO_REUSEPORT); taken into account by tcp_conn__listen */
+    TCPO_TCLASS,              /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
+    TCPO_HOPS,                /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
 };
 int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
 int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);

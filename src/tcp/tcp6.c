@@ -64,7 +64,8 @@ int tcp6__send(struct ip_env *env, const struct tcp_conn *c, const struct ip6_ro
     memcpy(buf + 16, &cs, 2);
     /* Segments are sized to the path MTU: an oversized one is refused (-EMSGSIZE, the MSS then
      * shrinks) rather than fragmented, as DF does over IPv4. */
-    struct ip6_tx tx = { .src = c->laddr6, .dst = c->raddr6, .proto = WIRE_IPPROTO_TCP, .dontfrag = true };
+    struct ip6_tx tx = { .src = c->laddr6, .dst = c->raddr6, .proto = WIRE_IPPROTO_TCP, .dontfrag = true,
+                         .tclass = c->tclass, .hop_limit = c->hops };
     struct iovec iov = { buf, len };
     return ip6_output__send(env, rt, &tx, &iov, 1);
 }

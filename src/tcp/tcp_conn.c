@@ -733,6 +733,8 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->linger = l->linger;
     c->cc_algo = l->cc_algo;
     c->user_mss = l->user_mss;
+    c->tclass = l->tclass;
+    c->hops = l->hops;
     tcp_seg__name(c, s);
     c->parent = tcp_conn__idx(sh, l);
     c->mss = tcp_conn__route_mss(env, c);
@@ -1172,6 +1174,12 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
         /* As on Linux, changing it on a listener does not move it in or out of its group. */
         c->flags = val ? c->flags | TCPF_REUSEPORT : c->flags & ~TCPF_REUSEPORT;
         return 0;
+    case TCPO_TCLASS:
+        c->tclass = (uint8_t)(val < 0 || val > 255 ? 0 : val);
+        return 0;
+    case TCPO_HOPS:
+        c->hops = (uint8_t)(val < 0 || val > 255 ? 0 : val);
+        return 0;
     }
     return -ENOPROTOOPT;
 }
@@ -1195,6 +1203,8 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? (int)tcp_output__data_mss(c) : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
     case TCPO_REUSEPORT: *val = !!(c->flags & TCPF_REUSEPORT); return 0;
+    case TCPO_TCLASS: *val = c->tclass; return 0;
+    case TCPO_HOPS: *val = c->hops; return 0;
     }
     return -ENOPROTOOPT;
 }

@@ -252,6 +252,8 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
     tcp_seg__name(&tmp, s);
     tmp.rcvbuf = l->rcvbuf;
     tmp.user_mss = l->user_mss;
+    tmp.tclass = l->tclass;
+    tmp.hops = l->hops;
     tmp.mss = mss;
     tmp.rcv_nxt = s->seq + 1;
     tmp.rcv_mss = TCP_MSS_NO_OPTION;

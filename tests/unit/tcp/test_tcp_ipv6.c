@@ -2,7 +2,7 @@
  * MTU 1500): segments built and checked with the IPv6 pseudo-header checksum and fed through
  * ip6_input/tcp6_input; passive and active opens, MSS from the IPv6 MTU (1500 - 60), data both
  * ways, SACK blocks, SYN cookies, dual-stack and v6-only listeners beside IPv4 ones, resets for
- * no listener, ICMPv6 errors (port unreachable in SYN-SENT, packet too big lowers the MSS). Every
+ * no listener, traffic class and hop limit, ICMPv6 errors (port unreachable in SYN-SENT, packet too big lowers the MSS). Every
  * test ends with a frame leak check. */
 #include "tests/unit/common/harness6.h"
 #include "tests/unit/tcp/tcp_test.h"
@@ -177,6 +177,38 @@ TEST(test_tcp6_passive_open_data_sack)
     CHECK(o.th.opts.sack[0].right, ==, 1116);
 
     tcp_conn__abort(&h.env, sh, child);
+    tcp_conn__close(&h.env, sh, (slip_idx_t)l);
+    fini(&h, sh);
+}
+
+TEST(test_tcp6_tclass_and_hop_limit)
+{
+    struct harness h;
+    h6_init(&h);
+    struct tcp_shared *sh = t_new_shared(16);
+    int l = listen6(sh, "::", false, 80);
+    CHECK(tcp_conn__setopt(&h.env, sh, (slip_idx_t)l, TCPO_TCLASS, 0x28), ==, 0);
+    CHECK(tcp_conn__setopt(&h.env, sh, (slip_idx_t)l, TCPO_HOPS, 7), ==, 0);
+    int v;
+    CHECK(tcp_conn__getopt(sh, (slip_idx_t)l, TCPO_TCLASS, &v), ==, 0);
+    CHECK(v, ==, 0x28);
+    /* The child's SYN-ACK and later segments carry the listener's values (Linux copies them). */
+    uint32_t iss;
+    slip_idx_t c = handshake6(&h, sh, 5555, 80, &iss);
+    struct tout o;
+    struct wire_ipv6_repr ip;
+    CHECK(sent6(&h, 0, &o, &ip), ==, true);
+    CHECK(o.th.flags, ==, WIRE_TCP_SYN | WIRE_TCP_ACK);
+    CHECK(ip.tclass, ==, 0x28);
+    CHECK(ip.hop_limit, ==, 7);
+    CHECK(tcp_conn__setopt(&h.env, sh, c, TCPO_HOPS, 0), ==, 0);    /* back to the default */
+    h_free_sent(&h);
+    struct iovec iov = { "x", 1 };
+    CHECK(tcp_conn__send(&h.env, sh, c, &iov, 1, 0), ==, 1);
+    CHECK(sent6(&h, 0, &o, &ip), ==, true);
+    CHECK(ip.tclass, ==, 0x28);
+    CHECK(ip.hop_limit, ==, 64);
+    tcp_conn__abort(&h.env, sh, c);
     tcp_conn__close(&h.env, sh, (slip_idx_t)l);
     fini(&h, sh);
 }
