@@ -227,3 +227,60 @@ def test_tcp6_tclass_and_hop_limit_honoured(bed, slip):
     print("\n".join(heads))
     assert len(heads) == 4, out
     assert all("class 0x28" in l and "hlim 9," in l for l in heads), out
+
+
+def linklocal(host):
+    out = json.loads(host.run(["ip", "-j", "-6", "addr", "show", "dev", "veth0"], check=True).stdout)
+    return next(x["local"] for x in out[0]["addr_info"] if x.get("scope") == "link")
+
+
+def ifindex(host):
+    return json.loads(host.run(["ip", "-j", "link", "show", "veth0"], check=True).stdout)[0]["ifindex"]
+
+
+# A link-local client: connects to addr%scope, reads the body, prints its names with their scopes.
+LL_CLIENT = ("import hashlib, json, socket, sys\n"
+             "s = socket.socket(socket.AF_INET6); s.settimeout(10)\n"
+             "s.connect((sys.argv[1], int(sys.argv[2]), 0, int(sys.argv[3])))\n"
+             "s.sendall(b'GET /3m HTTP/1.0\\r\\n\\r\\n')\n"
+             "buf = b''\n"
+             "while True:\n"
+             "    x = s.recv(1 << 20)\n"
+             "    if not x: break\n"
+             "    buf += x\n"
+             "print(json.dumps({'sock': s.getsockname(), 'peer': s.getpeername(),\n"
+             "                  'sha': hashlib.sha256(buf.split(b'\\r\\n\\r\\n', 1)[1]).hexdigest()}))\n")
+
+
+def test_tcp6_link_local_both_ways(bed, slip, www, workdir):
+    """Link-local addresses with their scope: an accelerated client in b downloads from a kernel
+    server at a's fe80:: address (sin6_scope_id = b's veth0), and curl -6 in a downloads from an
+    accelerated server at b's fe80:: address; both 3 MB with sha256, b's kernel saw none of it,
+    and the names carry the scope."""
+    a, b = bed
+    d, sums = www
+    ll_a, ll_b, ifb = linklocal(a), linklocal(b), ifindex(b)
+    web = a.popen([PY, "-m", "http.server", "-d", d, "--bind", "::", "8093"], stdout=subprocess.DEVNULL,
+                  stderr=subprocess.DEVNULL)
+    log = os.path.join(workdir, "http.log")
+    s = start(b, slip([PY, "-m", "http.server", "-d", d, "--bind", "::", "8094"]), log)
+    try:
+        wait_listening(a, 8093)
+        wait_listening(b, 8094, proc=s, log=log)
+        proof = Proof(b).start(peer=a)
+        r = b.run(slip([PY, "-c", LL_CLIENT, ll_a, "8093", str(ifb)]), timeout=60)
+        proof.note_xdp()
+        print(r.stdout, r.stderr[-1000:])
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert_accelerated_log(r.stderr)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert res["sha"] == sums["3m"]
+        assert res["peer"] == [ll_a, 8093, 0, ifb], res
+        assert res["sock"][0] == ll_b and res["sock"][3] == ifb, res
+        proof.check()
+        curl(a, b, workdir, f"http://[{ll_b}%25veth0]:8094/3m", sums["3m"], 6)
+    finally:
+        stop(s)
+        web.kill()
+        web.wait()
+    assert f"{ll_a} - - " in read(log), read(log)[-2000:]
