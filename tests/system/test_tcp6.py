@@ -8,6 +8,7 @@ kernel TCP server on b's IPv6 address, ping -6 and neighbour discovery after a f
 on the same interface."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -284,3 +285,49 @@ def test_tcp6_link_local_both_ways(bed, slip, www, workdir):
         web.kill()
         web.wait()
     assert f"{ll_a} - - " in read(log), read(log)[-2000:]
+
+
+def iperf_bytes(text):
+    j = json.loads(text)
+    assert "error" not in j, j["error"]
+    e = j["end"]
+    return e["sum_sent"]["bytes"], e["sum_received"]["bytes"], e["sum_received"]["bits_per_second"] / 1e9
+
+
+def test_iperf3_ipv6_server_and_client_accelerated(bed, slip, workdir):
+    """`iperf3 -s` (its default socket: [::], dual-stack) accelerated in b against `iperf3 -6 -c`
+    in a, then an accelerated `iperf3 -6 -c` in b against a kernel server in a: 2 s each, what
+    was sent arrived (less what was in flight when time ran out), b's kernel saw none of it."""
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 not installed")
+    a, b = bed
+    log = os.path.join(workdir, "iperf3-s.log")
+    s = start(b, slip(["iperf3", "-s", "-1", "-p", "5201"]), log)
+    try:
+        wait_listening(b, 5201, proc=s, log=log)
+        proof = Proof(b).start(peer=a)
+        c = a.run(["iperf3", "-6", "-c", b.addr6, "-p", "5201", "-t", "2", "-J"], timeout=30)
+        proof.note_xdp()
+        assert c.returncode == 0, c.stderr
+        sent, recv, gbps = iperf_bytes(c.stdout)
+        print(f"iperf3 -6 kernel client -> accelerated server: {gbps:.2f} Gbit/s, {recv} bytes")
+        assert 0.9 * sent < recv <= sent, (sent, recv)
+        assert s.wait(timeout=15) == 0, read(log)
+        proof.check()
+    finally:
+        stop(s)
+    assert_accelerated_log(read(log))
+    ks = start(a, ["iperf3", "-s", "-1", "-p", "5202"], os.path.join(workdir, "iperf3-k.log"))
+    try:
+        wait_listening(a, 5202, proc=ks)
+        proof = Proof(b).start(peer=a)
+        c = b.run(slip(["iperf3", "-6", "-c", a.addr6, "-p", "5202", "-t", "2", "-J"]), timeout=30)
+        proof.note_xdp()
+        assert c.returncode == 0, c.stderr
+        assert_accelerated_log(c.stderr)
+        sent, recv, gbps = iperf_bytes(c.stdout)
+        print(f"iperf3 -6 accelerated client -> kernel server: {gbps:.2f} Gbit/s, {recv} bytes")
+        assert 0.9 * sent < recv <= sent, (sent, recv)
+        proof.check()
+    finally:
+        stop(ks)
