@@ -213,6 +213,40 @@ TEST(test_tcp6_tclass_and_hop_limit)
     fini(&h, sh);
 }
 
+TEST(test_tcp6_reuseport_group)
+{
+    struct harness h;
+    h6_init(&h);
+    struct tcp_shared *sh = t_new_shared(128);
+    struct wire_ipv6_addr u = a6(U6), p = a6(P6);
+    int l[2];
+    for (int k = 0; k < 2; k++) {
+        l[k] = tcp_conn__open(sh);
+        CHECK(tcp_conn__setopt(&h.env, sh, (slip_idx_t)l[k], TCPO_REUSEPORT, 1), ==, 0);
+        CHECK(tcp_conn__listen6(sh, (slip_idx_t)l[k], &u, 0, true, 80, 64), ==, 0);
+    }
+    /* Without SO_REUSEPORT the same address and port is taken. */
+    int l3 = tcp_conn__open(sh);
+    CHECK(tcp_conn__listen6(sh, (slip_idx_t)l3, &u, 0, true, 80, 64), ==, -EADDRINUSE);
+    tcp_conn__close(&h.env, sh, (slip_idx_t)l3);
+    unsigned got[2] = { 0, 0 };
+    for (uint16_t port = 20000; port < 20040; port++) {
+        feed6(&h, sh, &(struct tseg){ .sport = port, .dport = 80, .seq = 1, .flags = WIRE_TCP_SYN, .win = 1000 }, P6, U6);
+        slip_idx_t c = tcp__lookup6(sh, &u, 80, &p, port);
+        CHECK(c, !=, SLIP_NIL);
+        slip_idx_t parent = tcp_conn__get(sh, c)->parent;
+        CHECK(parent == (slip_idx_t)l[0] || parent == (slip_idx_t)l[1], ==, true);
+        got[parent == (slip_idx_t)l[1]]++;
+        /* The same 4-tuple lands on the same member again. */
+        CHECK(tcp__lookup_listener6(sh, tcp6__fold(sh, &u), &u, 80, tcp6__fold(sh, &p), port), ==, parent);
+    }
+    CHECK(got[0], >, 5);
+    CHECK(got[1], >, 5);
+    tcp_conn__close(&h.env, sh, (slip_idx_t)l[0]);
+    tcp_conn__close(&h.env, sh, (slip_idx_t)l[1]);
+    fini(&h, sh);
+}
+
 TEST(test_tcp6_listeners_by_family)
 {
     struct harness h;
