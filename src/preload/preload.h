@@ -246,7 +246,8 @@ int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
  * pre_tcp6_listen: 1 when the socket is bound to a v4-mapped address (the caller goes on), else
  * listen's result (the stack listens natively, dual-stack on :: unless v6-only, or the kernel
  * does). pre_tcp6_dst: as pre_udp6_dst. pre_tcp6_name: true when p is an IPv6 connection of the
- * stack whose local (or peer) name it wrote, or *err says why not (ENOTCONN). */
+ * stack whose local (or peer) name it wrote, or *err says why not (ENOTCONN for a peer name of a
+ * connection not connected; err NULL: the peer name whatever the state, for accept). */
 int pre_tcp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
 int pre_tcp6_listen(int fd, struct pfd *p, int backlog);
 int pre_tcp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,

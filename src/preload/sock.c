@@ -515,8 +515,8 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->v6 = p->v6;
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
-            int e6;
-            if (!pre_tcp6_name(np, true, sa, len, &e6))
+            /* The peer as it connected, even if it has reset the connection since (Linux). */
+            if (!pre_tcp6_name(np, true, sa, len, NULL))
                 pre_sa_fill(np, sa, len, ra, rp);   /* IPv4, v4-mapped on an AF_INET6 socket */
             if (nfd <= 2)
                 preload_stdio_std(nfd);     /* a server that closed its standard fds */

@@ -74,7 +74,6 @@ int pre_tcp6_listen(int fd, struct pfd *p, int backlog)
         preload_release(fd);
         return real_listen(fd, backlog);
     }
-    (void)is_any;
     p->listening = 1;
     /* The kernel socket listens too: connections from this host reach the kernel (accept
      * takes them from it), the wire's the stack. */
@@ -96,10 +95,11 @@ int pre_tcp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
 bool pre_tcp6_name(struct pfd *p, bool peer, struct sockaddr *sa, socklen_t *len, int *err)
 {
     struct slip_tcp6_names n;
-    *err = 0;
+    if (err)
+        *err = 0;
     if (!p->v6 || slip_tcp6__names(g_pre.stack, p->sock, &n) < 0 || !n.v6)
         return false;
-    if (peer && !n.connected) {
+    if (peer && err && !n.connected) {
         *err = -ENOTCONN;
         return true;
     }
