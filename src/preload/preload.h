@@ -253,6 +253,8 @@ int pre_tcp6_listen(int fd, struct pfd *p, int backlog);
 int pre_tcp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
                  uint32_t *scope, uint16_t *port);
 bool pre_tcp6_name(struct pfd *p, bool peer, struct sockaddr *sa, socklen_t *len, int *err);
+/* The one warning line when an IPv6 TCP socket falls back to the kernel. */
+void pre_tcp6_warn(int rc);
 /* Appends an IPV6_PKTINFO control message (dst, ifindex) to m if its buffer (room bytes) holds
  * it, else sets MSG_CTRUNC, as Linux's put_cmsg. */
 struct msghdr;

@@ -638,6 +638,11 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
         if (rc == 0)
             rc = native6 > 0 ? slip_tcp6__connect_kfd(s, p->sock, &d6, dport6, scope6, fd)
                              : slip_tcp__connect_kfd(s, p->sock, dst, dport, fd);
+        if (rc == -EOPNOTSUPP && native6 > 0) {
+            pre_tcp6_warn(rc);      /* no IPv6 steering (an adopted attachment): the kernel's */
+            preload_release(fd);
+            return real_connect(fd, sa, len);
+        }
         if (rc != -EINPROGRESS)
             return set_errno(rc == 0 ? -EISCONN : rc);
         if (p->nonblock) {

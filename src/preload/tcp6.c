@@ -41,7 +41,7 @@ int pre_tcp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
     return real_bind(fd, sa, len);     /* the kernel socket holds the address until listen/connect */
 }
 
-static void warn_once(int rc)
+void pre_tcp6_warn(int rc)
 {
     static int warned;
     if (!warned++)
@@ -70,7 +70,9 @@ int pre_tcp6_listen(int fd, struct pfd *p, int backlog)
     if (rc < 0) {
         if (rc == -EADDRINUSE || rc == -EINVAL)
             return set_errno(rc);
-        warn_once(rc);
+        if (rc == -EOPNOTSUPP && is_any(&a) && !only)
+            return 1;   /* no IPv6 steering: a dual-stack listener still carries IPv4 (inet6.c) */
+        pre_tcp6_warn(rc);
         preload_release(fd);
         return real_listen(fd, backlog);
     }

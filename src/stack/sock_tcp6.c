@@ -36,11 +36,25 @@ static int adopt_kfd6(int app_kfd, uint16_t *port, struct wire_ipv6_addr *addr)
     return d;
 }
 
+/* Whether every interface's steering program has slip_owned6 (an adopted attachment may not):
+ * deleting a key no claim uses answers -EOPNOTSUPP without it. */
+static bool can_claim6(struct slip_stack *s)
+{
+    struct steer_key6 none;
+    memset(&none, 0, sizeof(none));
+    for (unsigned i = 0; i < s->nifs; i++)
+        if (steer__del6(s->ifs[i].steer, &none) == -EOPNOTSUPP)
+            return false;
+    return true;
+}
+
 int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint32_t scope,
                           bool v6only, int backlog, int app_kfd)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    if (!can_claim6(s))
+        return -EOPNOTSUPP;     /* before the engine listens: the caller may take the IPv4 path */
     uint16_t port = 0;
     int kfd = adopt_kfd6(app_kfd, &port, NULL);
     if (kfd < 0)
@@ -80,6 +94,8 @@ int slip_tcp6__connect_kfd(struct slip_stack *s, int sock, const struct wire_ipv
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    if (!can_claim6(s))
+        return -EOPNOTSUPP;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
     struct ip6_route rt;
