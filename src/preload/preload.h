@@ -248,6 +248,20 @@ int pre_udp6_autobind(int fd, struct pfd *p);
 int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
 int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
                  uint32_t *scope, uint16_t *port);
+/* TCP on AF_INET6 sockets with native IPv6 (tcp6.c). pre_tcp6_bind: 1 when sa is not native
+ * IPv6, else bind's result (released to the kernel when the stack does not own the address).
+ * pre_tcp6_listen: 1 when the socket is bound to a v4-mapped address (the caller goes on), else
+ * listen's result (the stack listens natively, dual-stack on :: unless v6-only, or the kernel
+ * does). pre_tcp6_dst: as pre_udp6_dst. pre_tcp6_name: true when p is an IPv6 connection of the
+ * stack whose local (or peer) name it wrote, or *err says why not (ENOTCONN for a peer name of a
+ * connection not connected; err NULL: the peer name whatever the state, for accept). */
+int pre_tcp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
+int pre_tcp6_listen(int fd, struct pfd *p, int backlog);
+int pre_tcp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
+                 uint32_t *scope, uint16_t *port);
+bool pre_tcp6_name(struct pfd *p, bool peer, struct sockaddr *sa, socklen_t *len, int *err);
+/* The one warning line when an IPv6 TCP socket falls back to the kernel. */
+void pre_tcp6_warn(int rc);
 /* Appends an IPV6_PKTINFO control message (dst, ifindex) to m if its buffer (room bytes) holds
  * it, else sets MSG_CTRUNC, as Linux's put_cmsg. */
 struct msghdr;

@@ -435,6 +435,11 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
         if (r6 != 1)
             return r6;
     }
+    if (p->kind == PFD_TCP && p->v6) {
+        int r6 = pre_tcp6_bind(fd, p, sa, len);     /* native IPv6 and :: (tcp6.c) */
+        if (r6 != 1)
+            return r6;
+    }
     bool v4 = !(p->v6 && sa && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_INET) &&
               pre_sa_v4(p, sa, len, true, &addr, &port);
     if (p->v6 && !v4 && !pre_v6only(fd)) {
@@ -482,8 +487,12 @@ int pre_listen(int fd, int backlog)
     be32 addr = 0;
     uint16_t port = 0;
     if (p->v6) {
-        /* Not bound through us (listen() binds it), v6-only, or bound natively: the kernel's. A
-         * listen without bind gets an ephemeral port on [::] first, as Linux's autobind. */
+        /* Native IPv6 or :: (tcp6.c: dual-stack unless v6-only); the rest on a v4-mapped
+         * address here. A listen without bind gets an ephemeral port on [::] first, as Linux's
+         * autobind. */
+        int r6 = pre_tcp6_listen(fd, p, backlog);
+        if (r6 != 1)
+            return r6;
         int rc = pre_v6only(fd) ? -1 : pre_v6_autobind(fd);
         if (rc == 0)
             real_getsockname(fd, (struct sockaddr *)&ss, &sl);
@@ -537,7 +546,9 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             np->v6 = p->v6;
             slip_sock__ref(s, true, c, 1);
             slip_sock__set_ino(s, true, c, 0);
-            pre_sa_fill(np, sa, len, ra, rp);
+            /* The peer as it connected, even if it has reset the connection since (Linux). */
+            if (!pre_tcp6_name(np, true, sa, len, NULL))
+                pre_sa_fill(np, sa, len, ra, rp);   /* IPv4, v4-mapped on an AF_INET6 socket */
             if (nfd <= 2)
                 preload_stdio_std(nfd);     /* a server that closed its standard fds */
             return nfd;
@@ -599,8 +610,20 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
             return real_connect(fd, sa, len);
         }
     }
-    if (!pre_sa_v4(p, sa, len, false, &dst, &dport) || !slip_stack__routes_via_us(s, dst) ||
-        (p->v6 && !p->connecting && pre_v6only(fd))) {
+    struct wire_ipv6_addr d6;
+    uint32_t scope6 = 0;
+    uint16_t dport6 = 0;
+    int native6 = p->kind == PFD_TCP && p->v6 && !p->listening ? pre_tcp6_dst(p, sa, len, &d6, &scope6, &dport6) : 0;
+    if (native6 > 0) {
+        dst = 0;
+        dport = 0;
+    }
+    if (native6 < 0 && !p->connecting) {
+        preload_release(fd);
+        return real_connect(fd, sa, len);
+    }
+    if (native6 == 0 && (!pre_sa_v4(p, sa, len, false, &dst, &dport) || !slip_stack__routes_via_us(s, dst) ||
+                         (p->v6 && !p->connecting && pre_v6only(fd)))) {
         preload_release(fd);
         return real_connect(fd, sa, len);
     }
@@ -644,7 +667,13 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
          * socket bound and takes that port. */
         rc = p->v6 ? pre_v6_autobind(fd) : 0;
         if (rc == 0)
-            rc = slip_tcp__connect_kfd(s, p->sock, dst, dport, fd);
+            rc = native6 > 0 ? slip_tcp6__connect_kfd(s, p->sock, &d6, dport6, scope6, fd)
+                             : slip_tcp__connect_kfd(s, p->sock, dst, dport, fd);
+        if (rc == -EOPNOTSUPP && native6 > 0) {
+            pre_tcp6_warn(rc);      /* no IPv6 steering (an adopted attachment): the kernel's */
+            preload_release(fd);
+            return real_connect(fd, sa, len);
+        }
         if (rc != -EINPROGRESS)
             return set_errno(rc == 0 ? -EISCONN : rc);
         if (p->nonblock) {
@@ -720,6 +749,9 @@ int pre_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
     struct pfd *p = pfd_get(fd);
     be32 a;
     uint16_t port;
+    int e6;
+    if (p && p->kind == PFD_TCP && pre_tcp6_name(p, false, sa, len, &e6))
+        return 0;
     /* An AF_INET6 socket on any address: its kernel socket is bound the same way, and says
      * :: or ::ffff:0.0.0.0 as the application bound it. */
     if (p && p->kind == PFD_TCP && slip_tcp__local(g_pre.stack, p->sock, &a, &port) == 0 && port &&
@@ -750,6 +782,9 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
         pre_sa_fill_peer(p, sa, len, &peer);
         return 0;
     }
+    int e6;
+    if (p->kind == PFD_TCP && pre_tcp6_name(p, true, sa, len, &e6))
+        return e6 < 0 ? set_errno(e6) : 0;
     int rc = p->kind == PFD_TCP ? slip_tcp__peer(g_pre.stack, p->sock, &a, &port)
                                 : slip_udp__peer(g_pre.stack, p->sock, &a, &port);
     if (rc < 0)
@@ -883,6 +918,14 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
     }
     if (p->kind != PFD_TCP)
         return 0;
+    if (p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS)) {
+        /* For the stack's IPv6 segments: the value as the kernel socket kept it. */
+        int kv = 0;
+        socklen_t kl = sizeof(kv);
+        if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
+            slip_tcp__setopt(g_pre.stack, p->sock, opt == IPV6_TCLASS ? TCPO_TCLASS : TCPO_HOPS, kv);
+        return 0;
+    }
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
         int lw = 0;     /* the value as the kernel socket kept it (Linux caps it) */
         socklen_t lwl = sizeof(lw);

@@ -14,13 +14,45 @@ static void steer_tcp_key(struct steer_key *k, const struct tcp_res *r)
     }
 }
 
-/* Lock held. */
+static void steer_tcp_key6(struct steer_key6 *k, const struct tcp_res *r)
+{
+    memset(k, 0, sizeof(*k));
+    k->proto = IPPROTO_TCP;
+    memcpy(k->laddr, &r->laddr6, 16);
+    k->lport = hton16(r->lport);
+    if (r->key == 2) {
+        memcpy(k->raddr, &r->raddr6, 16);
+        k->rport = hton16(r->rport);
+    }
+}
+
+/* Lock held. An IPv6 connection or listener is claimed in slip_owned6 (a dual-stack listener in
+ * slip_owned as well, on 0.0.0.0); a failure leaves nothing behind. */
 int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
 {
     STACK_ASSERT_LOCKED(s);
     struct steer_key k;
     struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
     int rc = 0;
+    if (r->v6 & TCP_RES_V6) {
+        struct steer_key6 k6;
+        steer_tcp_key6(&k6, r);
+        steer_tcp_key(&k, r);
+        k.laddr = 0;
+        for (unsigned i = 0; i < s->nifs && rc == 0; i++) {
+            rc = steer__add6(s->ifs[i].steer, &k6, &v);
+            if (rc == 0 && (r->v6 & TCP_RES_DUAL))
+                rc = steer__add(s->ifs[i].steer, &k, &v);
+        }
+        if (rc < 0) {
+            for (unsigned i = 0; i < s->nifs; i++) {
+                steer__del6(s->ifs[i].steer, &k6);
+                if (r->v6 & TCP_RES_DUAL)
+                    steer__del(s->ifs[i].steer, &k);
+            }
+        }
+        return rc;
+    }
     steer_tcp_key(&k, r);
     for (unsigned i = 0; i < s->nifs && rc == 0; i++)
         rc = steer__add(s->ifs[i].steer, &k, &v);
@@ -34,7 +66,8 @@ static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
         return false;
     for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++) {
         const struct tcp_res *o = &s->t.ts[i].res;
-        if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr)
+        if (o != r && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr && o->v6 == r->v6 &&
+            memcmp(&o->laddr6, &r->laddr6, 16) == 0)
             return true;
     }
     return false;
@@ -47,8 +80,19 @@ void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
     if (r->key && !tcp_res_key_shared(s, r)) {
         struct steer_key k;
         steer_tcp_key(&k, r);
-        for (unsigned i = 0; i < s->nifs; i++)
-            steer__del(s->ifs[i].steer, &k);
+        if (r->v6 & TCP_RES_V6) {
+            struct steer_key6 k6;
+            steer_tcp_key6(&k6, r);
+            k.laddr = 0;
+            for (unsigned i = 0; i < s->nifs; i++) {
+                steer__del6(s->ifs[i].steer, &k6);
+                if (r->v6 & TCP_RES_DUAL)
+                    steer__del(s->ifs[i].steer, &k);
+            }
+        } else {
+            for (unsigned i = 0; i < s->nifs; i++)
+                steer__del(s->ifs[i].steer, &k);
+        }
     }
     if (r->kfd > 0)
         proc_kfd_drop(s, (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts), r->kfd);

@@ -1,5 +1,7 @@
 /* Every counter of the stack, printed (`slipstream stat`) or read one by one, and the
  * connection list. */
+#include <arpa/inet.h>
+
 #include "stack/stack_int.h"
 
 /* ---- counters ---- */
@@ -111,6 +113,19 @@ void slip_tcp__dump(struct slip_stack *s, FILE *f)
         struct tcp_conn_info in;
         if (s->tcp->conns[i].state == TCPS_CLOSED || tcp_conn__info(s->tcp, i, &in) < 0)
             continue;
+        const struct tcp_conn *c = &s->tcp->conns[i];
+        if (c->flags & TCPF_V6) {
+            char l6[INET6_ADDRSTRLEN], r6[INET6_ADDRSTRLEN];
+            inet_ntop(AF_INET6, &c->laddr6, l6, sizeof(l6));
+            inet_ntop(AF_INET6, &c->raddr6, r6, sizeof(r6));
+            fprintf(f, "tcpconn %u %s [%s]:%u [%s]:%u cwnd=%u ssthresh=%u srtt_us=%u rto_us=%u "
+                       "mss=%u retrans=%llu bytes_in=%llu bytes_out=%llu\n",
+                    i, in.state < SLIP_ARRAY_SIZE(names) ? names[in.state] : "?", l6, in.lport, r6, in.rport,
+                    in.cwnd, in.ssthresh, in.srtt_us, in.rto_us, in.mss,
+                    (unsigned long long)in.st.retransmits, (unsigned long long)in.st.bytes_in,
+                    (unsigned long long)in.st.bytes_out);
+            continue;
+        }
         uint32_t la = ntoh32(in.laddr), ra = ntoh32(in.raddr);
         fprintf(f, "tcpconn %u %s %u.%u.%u.%u:%u %u.%u.%u.%u:%u cwnd=%u ssthresh=%u srtt_us=%u rto_us=%u "
                    "mss=%u retrans=%llu bytes_in=%llu bytes_out=%llu\n",

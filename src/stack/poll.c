@@ -3,7 +3,7 @@
  * poll loop is the one place that reads the clock; protocol code gets `now` from it. */
 #include "stack/stack_int.h"
 
-/* IPv6 (issue 16): UDP so far; TCP over IPv6 is not claimed, so none arrives. */
+/* IPv6 (issue 16): UDP, TCP and the ICMPv6 errors quoting either. */
 static void rx6_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
 {
     struct ip6_rx rx;
@@ -13,10 +13,17 @@ static void rx6_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
     case WIRE_IPPROTO_UDP:
         udp6_input(&s->env, s->udp, &rx);
         return;
+    case WIRE_IPPROTO_TCP:
+        tcp6_input(&s->env, s->tcp, &rx);
+        return;
     case WIRE_IPPROTO_ICMPV6: {
         struct ip6_icmp_err e;
-        if (ip6_icmp__input(&s->env, &rx, &e) && e.q.ip.proto == WIRE_IPPROTO_UDP)
-            udp6_icmp_error(s->udp, &e);
+        if (ip6_icmp__input(&s->env, &rx, &e)) {
+            if (e.q.ip.proto == WIRE_IPPROTO_UDP)
+                udp6_icmp_error(s->udp, &e);
+            else if (e.q.ip.proto == WIRE_IPPROTO_TCP)
+                tcp6_icmp_error(&s->env, s->tcp, &e);
+        }
         break;
     }
     default:

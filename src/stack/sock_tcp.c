@@ -173,6 +173,11 @@ void listener_handover(struct slip_stack *s, int sock)
         cr->lport = ch->lport;
         cr->raddr = ch->raddr;
         cr->rport = ch->rport;
+        if (ch->flags & TCPF_V6) {
+            cr->v6 = TCP_RES_V6;
+            cr->laddr6 = ch->laddr6;
+            cr->raddr6 = ch->raddr6;
+        }
         tcp_res_claim(s, cr);
         if (!(ch->flags & TCPF_USER)) {
             cr->pending = 1;

@@ -12,6 +12,7 @@
 
 #include "base/types.h"
 #include "stack/arena.h"
+#include "wire/ipv6.h"
 
 #define SLIP_SOCKTAB_MAX_CONNS (1u << 24)
 #define SLIP_SOCKTAB_MAX_UDP   (1u << 22)
@@ -29,7 +30,13 @@ struct tcp_res {
     uint8_t pending;            /* closed by the application, waiting for the engine */
     be32 laddr, raddr;
     uint16_t lport, rport;
+    /* IPv6 (sock_tcp6.c): TCP_RES_V6 the claim is in slip_owned6 by laddr6/raddr6 (laddr/raddr
+     * hold the engine's folds), TCP_RES_DUAL a dual-stack listener also claims IPv4 on 0.0.0.0. */
+    uint8_t v6;
+    struct wire_ipv6_addr laddr6, raddr6;
 };
+#define TCP_RES_V6   0x1
+#define TCP_RES_DUAL 0x2
 
 /* What the stack layer keeps per TCP connection, beside the engine's tcp_conn. */
 struct tcp_side {

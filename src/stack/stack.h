@@ -276,6 +276,27 @@ int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 /* Prints one line per TCP connection (state, addresses, cwnd, srtt, retransmits ...). */
 void slip_tcp__dump(struct slip_stack *s, FILE *f);
 
+/* ---- TCP over native IPv6 (sock_tcp6.c) ---- */
+/* Listens on addr (:: = any) at the port app_kfd (the application's AF_INET6 kernel socket) is
+ * bound to. Without v6only a listener on :: is dual-stack: IPv4 clients too. scope: the
+ * interface of a link-local addr. Without an IPv6 steering map (an adopted attachment):
+ * -EOPNOTSUPP and nothing done; another claim failure returns its error: the caller hands the
+ * socket to the kernel. */
+int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint32_t scope,
+                          bool v6only, int backlog, int app_kfd);
+/* Active open to (addr, port) from the port app_kfd is bound to; returns as slip_tcp__connect_kfd,
+ * or -EOPNOTSUPP (nothing done) without an IPv6 steering map. */
+int slip_tcp6__connect_kfd(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint16_t port,
+                           uint32_t scope, int app_kfd);
+/* The addresses of a socket when it is an IPv6 one (v6 false: IPv4, see slip_tcp__local/peer). */
+struct slip_tcp6_names {
+    bool v6, connected;
+    struct wire_ipv6_addr laddr, raddr;
+    uint16_t lport, rport;      /* host order */
+    uint32_t scope;
+};
+int slip_tcp6__names(struct slip_stack *s, int sock, struct slip_tcp6_names *out);
+
 #define SLIP_EV_IN    0x001u
 #define SLIP_EV_OUT   0x004u
 #define SLIP_EV_ERR   0x008u

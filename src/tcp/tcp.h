@@ -11,6 +11,7 @@
 
 #include "base/types.h"
 #include "ip/ip.h"
+#include "ip/ip6.h"
 #include "pkt/pkt.h"
 #include "tcp/cc/cc.h"
 #include "tcp/tcp_fsm.h"
@@ -78,6 +79,7 @@
 #define TCPF_OPEN_FAILED 0x10000000u   /* dropped in SYN_SENT: connect() may be tried again (Linux) */
 #define TCPF_AUTOCORK    0x20000000u   /* the last send's partial tail waits for tcp_conn__uncork */
 #define TCPF_PUSH_HELD   0x40000000u   /* this output sends what cork/MSG_MORE hold (TCP_NODELAY set) */
+#define TCPF_V6          0x80000000u   /* IPv6 (tcp6.c): laddr6/raddr6 name it, laddr/raddr hold their folds */
 
 /* Readiness bits returned by tcp_conn__poll(), equal to the epoll ones. */
 #define TCP_EV_IN    0x001u   /* EPOLLIN */
@@ -235,6 +237,16 @@ struct tcp_conn {
     uint64_t chrono_ns[3];    /* by TCP_CHRONO_* - 1 */
     uint8_t chrono_type;      /* TCP_CHRONO_*: the one running since chrono_start */
     uint16_t adv_mss;
+
+    /* IPv6 (tcp6.c), last so the IPv4 path touches the same lines as before. With TCPF_V6 the
+     * 16-byte addresses name the connection and laddr/raddr hold their keyed 32-bit folds
+     * (tcp6__fold; :: folds to 0), so the 4-tuple hash, the ISN, timestamp offsets and SYN
+     * cookies work unchanged on both families; every comparison also checks the family. */
+    uint8_t v6only;           /* a listener on :: with IPV6_V6ONLY: no IPv4 SYNs */
+    uint8_t tclass;           /* IPV6_TCLASS of its IPv6 segments (children inherit it, as Linux) */
+    uint8_t hops;             /* IPV6_UNICAST_HOPS, 0: the default */
+    uint32_t scope;           /* interface of a link-local raddr6 (0: none) */
+    struct wire_ipv6_addr laddr6, raddr6;
 };
 
 /* Linux's chrono kinds (tcp_info busy_time, rwnd_limited, sndbuf_limited); a later kind
@@ -335,6 +347,30 @@ slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, 
 slip_idx_t tcp__lookup_listener(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
                                 uint16_t rport);
 
+/* ---- IPv6 (tcp6.c) ---- */
+
+/* Takes ownership of rx->pkt (a TCP segment over IPv6 for a local address): the checksum over
+ * the IPv6 pseudo-header, then as tcp_input. */
+void tcp6_input(struct ip_env *env, struct tcp_shared *sh, const struct ip6_rx *rx);
+/* An ICMPv6 error quoting a segment we sent: packet too big lowers the MSS (MTU - 60) and
+ * resends, unreachable errors as tcp_icmp_error. */
+void tcp6_icmp_error(struct ip_env *env, struct tcp_shared *sh, const struct ip6_icmp_err *err);
+/* IPv6 4-tuple, else the best IPv6 listener (bound address, then ::), else SLIP_NIL. */
+slip_idx_t tcp__lookup6(const struct tcp_shared *sh, const struct wire_ipv6_addr *laddr, uint16_t lport,
+                        const struct wire_ipv6_addr *raddr, uint16_t rport);
+/* Passive open on an IPv6 address (:: = any): a listener on :: without v6only also takes IPv4
+ * SYNs (a dual-stack socket), and its IPv4 children are IPv4 connections. scope: interface of a
+ * link-local laddr. Errors as tcp_conn__listen. */
+int tcp_conn__listen6(struct tcp_shared *sh, slip_idx_t c, const struct wire_ipv6_addr *laddr, uint32_t scope,
+                      bool v6only, uint16_t lport, int backlog);
+/* Active open to an IPv6 peer (scope: interface of a link-local raddr); laddr :: takes the
+ * route's source (RFC 6724). The chosen local address in *src_out when not NULL. Returns as
+ * tcp_conn__connect. */
+int tcp_conn__connect6(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const struct wire_ipv6_addr *laddr,
+                       uint16_t lport, const struct wire_ipv6_addr *raddr, uint16_t rport, uint32_t scope);
+/* The 32-bit stand-in of an IPv6 address in laddr/raddr: 0 for ::, else a keyed hash (never 0). */
+be32 tcp6__fold(const struct tcp_shared *sh, const struct wire_ipv6_addr *a);
+
 /* Runs the due timers of every connection; returns the earliest remaining deadline
  * (SLIP_TIME_NEVER if none). Cheap when nothing is due. */
 slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh);
@@ -393,6 +429,8 @@ enum tcp_opt {
     TCPO_MAXSEG,              /* TCP_MAXSEG before connect/listen; 0 = none */
     TCPO_CONGESTION,          /* TCP_CC_* */
     TCPO_REUSEPORT,           /* bool (SO_REUSEPORT); taken into account by tcp_conn__listen */
+    TCPO_TCLASS,              /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
+    TCPO_HOPS,                /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
 };
 int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
 int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);

@@ -127,7 +127,25 @@ static slip_idx_t lookup4(const struct tcp_shared *sh, be32 laddr, uint16_t lpor
 {
     for (slip_idx_t i = tcp__hash_tab(sh)[hash4(sh, laddr, lport, raddr, rport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
         const struct tcp_conn *c = &sh->conns[i];
-        if (c->lport == lport && c->rport == rport && c->laddr == laddr && c->raddr == raddr)
+        if (c->lport == lport && c->rport == rport && c->laddr == laddr && c->raddr == raddr &&
+            !(c->flags & TCPF_V6))
+            return i;
+    }
+    return SLIP_NIL;
+}
+
+static bool addr6_eq(const struct wire_ipv6_addr *a, const struct wire_ipv6_addr *b)
+{
+    return memcmp(a, b, sizeof(*a)) == 0;
+}
+
+slip_idx_t tcp__lookup6_conn(const struct tcp_shared *sh, be32 lf, const struct wire_ipv6_addr *l6, uint16_t lport,
+                             be32 rf, const struct wire_ipv6_addr *r6, uint16_t rport)
+{
+    for (slip_idx_t i = tcp__hash_tab(sh)[hash4(sh, lf, lport, rf, rport)]; i != SLIP_NIL; i = sh->conns[i].hnext) {
+        const struct tcp_conn *c = &sh->conns[i];
+        if (c->lport == lport && c->rport == rport && c->laddr == lf && c->raddr == rf && (c->flags & TCPF_V6) &&
+            addr6_eq(&c->laddr6, l6) && addr6_eq(&c->raddr6, r6))
             return i;
     }
     return SLIP_NIL;
@@ -153,8 +171,25 @@ static uint32_t reuseport_pick(const struct tcp_shared *sh, be32 laddr, uint16_t
 /* Listeners on lport for a segment to laddr: the ones bound to laddr if any, else the wildcard
  * ones (Linux scores a bound address above the wildcard). Several in the chosen set can only be
  * a SO_REUSEPORT group (tcp_conn__listen), and the 4-tuple hash picks one of them. */
-static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
-                                uint16_t rport)
+/* How a listener c matches a segment to (laddr, l6; l6 NULL over IPv4): 2 its bound address,
+ * 1 its wildcard, 0 not at all. An IPv6 listener takes IPv4 only on :: without v6only (a
+ * dual-stack socket); an IPv4 one never takes IPv6. */
+static int listen_match(const struct tcp_conn *c, be32 laddr, const struct wire_ipv6_addr *l6)
+{
+    if (!l6) {
+        if ((c->flags & TCPF_V6) && (c->laddr != 0 || c->v6only))
+            return 0;
+        return c->laddr == laddr ? 2 : c->laddr == 0;
+    }
+    if (!(c->flags & TCPF_V6))
+        return 0;
+    if (c->laddr == 0)
+        return 1;
+    return c->laddr == laddr && addr6_eq(&c->laddr6, l6) ? 2 : 0;
+}
+
+static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, const struct wire_ipv6_addr *l6,
+                                uint16_t lport, be32 raddr, uint16_t rport)
 {
     slip_idx_t exact = SLIP_NIL, wild = SLIP_NIL;
     uint32_t nexact = 0, nwild = 0;
@@ -162,38 +197,53 @@ static slip_idx_t lookup_listen(const struct tcp_shared *sh, be32 laddr, uint16_
         const struct tcp_conn *c = &sh->conns[i];
         if (c->lport != lport)
             continue;
-        if (c->laddr == laddr) {
+        int m = listen_match(c, laddr, l6);
+        if (m == 2) {
             if (!nexact++)
                 exact = i;
-        } else if (c->laddr == 0) {
+        } else if (m == 1) {
             if (!nwild++)
                 wild = i;
         }
     }
     slip_idx_t first = nexact ? exact : wild;
     uint32_t n = nexact ? nexact : nwild;
-    be32 group = nexact ? laddr : 0;
+    int want = nexact ? 2 : 1;
     if (n <= 1)
         return first;
     uint32_t k = reuseport_pick(sh, laddr, lport, raddr, rport, n);
     for (slip_idx_t i = first; i != SLIP_NIL; i = sh->conns[i].hnext) {
         const struct tcp_conn *c = &sh->conns[i];
-        if (c->lport == lport && c->laddr == group && k-- == 0)
+        if (c->lport == lport && listen_match(c, laddr, l6) == want && k-- == 0)
             return i;
     }
     return first;
 }
 
+slip_idx_t tcp__lookup_listener6(const struct tcp_shared *sh, be32 lf, const struct wire_ipv6_addr *l6,
+                                 uint16_t lport, be32 rf, uint16_t rport)
+{
+    return lookup_listen(sh, lf, l6, lport, rf, rport);
+}
+
+slip_idx_t tcp__lookup6(const struct tcp_shared *sh, const struct wire_ipv6_addr *laddr, uint16_t lport,
+                        const struct wire_ipv6_addr *raddr, uint16_t rport)
+{
+    be32 lf = tcp6__fold(sh, laddr), rf = tcp6__fold(sh, raddr);
+    slip_idx_t i = tcp__lookup6_conn(sh, lf, laddr, lport, rf, raddr, rport);
+    return i != SLIP_NIL ? i : lookup_listen(sh, lf, laddr, lport, rf, rport);
+}
+
 slip_idx_t tcp__lookup_listener(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr,
                                 uint16_t rport)
 {
-    return lookup_listen(sh, laddr, lport, raddr, rport);
+    return lookup_listen(sh, laddr, NULL, lport, raddr, rport);
 }
 
 slip_idx_t tcp__lookup(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
 {
     slip_idx_t i = lookup4(sh, laddr, lport, raddr, rport);
-    return i != SLIP_NIL ? i : lookup_listen(sh, laddr, lport, raddr, rport);
+    return i != SLIP_NIL ? i : lookup_listen(sh, laddr, NULL, lport, raddr, rport);
 }
 
 static void conn_reset_fields(struct tcp_conn *c)
@@ -440,13 +490,20 @@ void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
 
 uint16_t tcp_conn__route_mss(struct ip_env *env, const struct tcp_conn *c)
 {
-    struct ip_route rt;
-    uint32_t mtu = 1500;
-    if (ip_output__route(env, c->raddr, &rt) == 0)
-        mtu = rt.mtu;
+    uint32_t mtu = 1500, hdrs = 40;
+    if (c->flags & TCPF_V6) {
+        /* RFC 8200: a fixed 40-byte IPv6 header (we send no extension headers), plus TCP's 20. */
+        struct ip6_route rt6;
+        hdrs = 60;
+        mtu = ip6_output__route(env, &c->raddr6, c->scope, &rt6) == 0 ? rt6.mtu : 1280;
+    } else {
+        struct ip_route rt;
+        if (ip_output__route(env, c->raddr, &rt) == 0)
+            mtu = rt.mtu;
+    }
     uint32_t room = pkt__room(env->pool) - WIRE_ETH_HLEN;
     mtu = SLIP_MIN(mtu, room);
-    uint32_t mss = mtu > 40 + TCP_MSS_MIN ? mtu - 40 : TCP_MSS_MIN;
+    uint32_t mss = mtu > hdrs + TCP_MSS_MIN ? mtu - hdrs : TCP_MSS_MIN;
     if (c->user_mss && c->user_mss < mss)
         mss = SLIP_MAX(c->user_mss, TCP_MSS_MIN);
     return (uint16_t)mss;
@@ -477,11 +534,47 @@ int tcp_conn__open(struct tcp_shared *sh)
     return i;
 }
 
+/* Two listeners on the same port whose folded addresses are equal: do they take the same
+ * segments? Same family and address; or IPv4 any and a dual-stack :: (Linux refuses that too). */
+static bool listen_clash(const struct tcp_conn *c, const struct tcp_conn *o)
+{
+    bool c6 = c->flags & TCPF_V6, o6 = o->flags & TCPF_V6;
+    if (c6 && o6)
+        return addr6_eq(&c->laddr6, &o->laddr6);
+    if (!c6 && !o6)
+        return true;
+    return c6 ? !c->v6only : !o->v6only;     /* laddr 0 on both: 0.0.0.0 against :: */
+}
+
+static int listen_at(struct tcp_shared *sh, struct tcp_conn *c, be32 laddr, uint16_t lport, int backlog);
+
 int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t lport, int backlog)
 {
     struct tcp_conn *c = user_conn(sh, i);
     if (!c)
         return -EBADF;
+    if (c->state == TCPS_CLOSED)
+        c->flags &= ~TCPF_V6;
+    return listen_at(sh, c, laddr, lport, backlog);
+}
+
+int tcp_conn__listen6(struct tcp_shared *sh, slip_idx_t i, const struct wire_ipv6_addr *laddr, uint32_t scope,
+                      bool v6only, uint16_t lport, int backlog)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    if (c->state == TCPS_CLOSED) {
+        c->flags |= TCPF_V6;
+        c->laddr6 = *laddr;
+        c->scope = scope;
+        c->v6only = v6only;
+    }
+    return listen_at(sh, c, tcp6__fold(sh, laddr), lport, backlog);
+}
+
+static int listen_at(struct tcp_shared *sh, struct tcp_conn *c, be32 laddr, uint16_t lport, int backlog)
+{
     if (backlog < 1)
         backlog = 1;
     if (backlog > 65535)
@@ -496,7 +589,7 @@ int tcp_conn__listen(struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t l
      * The same-user rule is the kernel's: the application's kernel socket is bound first. */
     for (slip_idx_t j = sh->lhash[lhash(lport)]; j != SLIP_NIL; j = sh->conns[j].hnext) {
         const struct tcp_conn *o = &sh->conns[j];
-        if (o->lport == lport && o->laddr == laddr &&
+        if (o->lport == lport && o->laddr == laddr && listen_clash(c, o) &&
             !((c->flags & TCPF_REUSEPORT) && (o->flags & TCPF_REUSEPORT)))
             return -EADDRINUSE;
     }
@@ -534,30 +627,72 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     c->quickacks = TCP_QUICKACKS;
 }
 
-int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t lport,
-                      be32 raddr, uint16_t rport)
+/* What connect() checks before the route, for both families. */
+static int connect_check(struct tcp_conn *c, bool have_raddr, uint16_t lport, uint16_t rport)
 {
-    struct tcp_conn *c = user_conn(sh, i);
-    if (!c)
-        return -EBADF;
     if (c->state == TCPS_SYN_SENT)
         return -EALREADY;
     if (c->state == TCPS_LISTEN)
         return -EINVAL;
     if (c->state != TCPS_CLOSED || ((c->flags & TCPF_DONE) && !(c->flags & TCPF_OPEN_FAILED)))
         return -EISCONN;
-    if (!raddr || !rport || !lport)
+    if (!have_raddr || !rport || !lport)
         return -EINVAL;
     /* A failed attempt (refused, timed out) leaves the socket ready for another, as in Linux. */
     c->flags &= ~(TCPF_DONE | TCPF_OPEN_FAILED);
     c->so_error = 0;
+    return 0;
+}
+
+static int connect_tail(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, slip_idx_t old,
+                        be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+
+int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, be32 laddr, uint16_t lport,
+                      be32 raddr, uint16_t rport)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    int rc = connect_check(c, raddr != 0, lport, rport);
+    if (rc < 0)
+        return rc;
     struct ip_route rt;
-    int rc = ip_output__route(env, raddr, &rt);
+    rc = ip_output__route(env, raddr, &rt);
     if (rc < 0)
         return rc;
     if (!laddr)
         laddr = rt.src;
-    slip_idx_t old = lookup4(sh, laddr, lport, raddr, rport);
+    c->flags &= ~TCPF_V6;
+    return connect_tail(env, sh, c, lookup4(sh, laddr, lport, raddr, rport), laddr, lport, raddr, rport);
+}
+
+int tcp_conn__connect6(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, const struct wire_ipv6_addr *laddr,
+                       uint16_t lport, const struct wire_ipv6_addr *raddr, uint16_t rport, uint32_t scope)
+{
+    struct tcp_conn *c = user_conn(sh, i);
+    if (!c)
+        return -EBADF;
+    be32 rf = tcp6__fold(sh, raddr);
+    int rc = connect_check(c, rf != 0, lport, rport);
+    if (rc < 0)
+        return rc;
+    struct ip6_route rt;
+    rc = ip6_output__route(env, raddr, scope, &rt);
+    if (rc < 0)
+        return rc;
+    const struct wire_ipv6_addr *src = (laddr && tcp6__fold(sh, laddr)) ? laddr : &rt.src;
+    be32 lf = tcp6__fold(sh, src);
+    slip_idx_t old = tcp__lookup6_conn(sh, lf, src, lport, rf, raddr, rport);
+    c->flags |= TCPF_V6;
+    c->laddr6 = *src;
+    c->raddr6 = *raddr;
+    c->scope = wire_ipv6__is_link_local(raddr) ? (scope ? scope : rt.ifindex) : 0;
+    return connect_tail(env, sh, c, old, lf, lport, rf, rport);
+}
+
+static int connect_tail(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, slip_idx_t old,
+                        be32 laddr, uint16_t lport, be32 raddr, uint16_t rport)
+{
     if (old != SLIP_NIL) {
         struct tcp_conn *o = &sh->conns[old];
         /* A TIME_WAIT of the same tuple is taken over (Linux tcp_tw_reuse with timestamps);
@@ -582,8 +717,8 @@ int tcp_conn__connect(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, b
     return -EINPROGRESS;
 }
 
-int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, be32 laddr, be32 raddr,
-                    uint16_t rport, uint32_t iss)
+int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, const struct tcp_seg *s,
+                    uint32_t iss)
 {
     int i = tcp_conn__alloc(sh);
     if (i < 0)
@@ -599,10 +734,9 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->linger = l->linger;
     c->cc_algo = l->cc_algo;
     c->user_mss = l->user_mss;
-    c->laddr = laddr;
-    c->lport = l->lport;
-    c->raddr = raddr;
-    c->rport = rport;
+    c->tclass = l->tclass;
+    c->hops = l->hops;
+    tcp_seg__name(c, s);
     c->parent = tcp_conn__idx(sh, l);
     c->mss = tcp_conn__route_mss(env, c);
     init_send(sh, c, iss);
@@ -1041,6 +1175,12 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
         /* As on Linux, changing it on a listener does not move it in or out of its group. */
         c->flags = val ? c->flags | TCPF_REUSEPORT : c->flags & ~TCPF_REUSEPORT;
         return 0;
+    case TCPO_TCLASS:
+        c->tclass = (uint8_t)(val < 0 || val > 255 ? 0 : val);
+        return 0;
+    case TCPO_HOPS:
+        c->hops = (uint8_t)(val < 0 || val > 255 ? 0 : val);
+        return 0;
     }
     return -ENOPROTOOPT;
 }
@@ -1064,6 +1204,8 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? (int)tcp_output__data_mss(c) : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
     case TCPO_REUSEPORT: *val = !!(c->flags & TCPF_REUSEPORT); return 0;
+    case TCPO_TCLASS: *val = c->tclass; return 0;
+    case TCPO_HOPS: *val = c->hops; return 0;
     }
     return -ENOPROTOOPT;
 }

@@ -382,7 +382,7 @@ static bool cookie_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_con
         sh->c.listen_overflows++;
         return true;    /* drop; the peer retransmits */
     }
-    int i = tcp_conn__spawn(env, sh, l, s->daddr, s->saddr, s->th.sport, s->ack - 1);
+    int i = tcp_conn__spawn(env, sh, l, s, s->ack - 1);
     if (i < 0) {
         /* The table filled up since the cookie left. The peer believes it is connected: a
          * reset tells it we are not, instead of an established connection nobody serves. */
@@ -461,7 +461,7 @@ static void input_listen(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         const struct wire_tcp_opts *o = &s->th.opts;
         struct tcp_conn tmp;
         memset(&tmp, 0, sizeof(tmp));
-        tmp.raddr = s->saddr;
+        tcp_seg__name(&tmp, s);
         tmp.user_mss = l->user_mss;
         struct tcp_cookie_opts co = {
             .mss = (uint16_t)SLIP_MIN(o->has_mss ? o->mss : TCP_MSS_NO_OPTION, tcp_conn__route_mss(env, &tmp)),
@@ -481,7 +481,7 @@ static void input_listen(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     }
     if (!iss)
         iss = tcp_isn(sh, s->daddr, s->th.dport, s->saddr, s->th.sport, env->now);
-    int i = tcp_conn__spawn(env, sh, l, s->daddr, s->saddr, s->th.sport, iss);
+    int i = tcp_conn__spawn(env, sh, l, s, iss);
     if (i < 0) {
         sh->c.listen_drops++;
         return;
@@ -789,7 +789,7 @@ static bool chain_csum_ok(const struct pkt_pool *p, slip_idx_t i, be32 src, be32
 }
 
 /* Cuts a received chain to exactly l4_len bytes (frames may carry Ethernet padding). */
-static bool chain_fit(struct pkt_pool *p, slip_idx_t i, uint32_t l4_len)
+bool tcp_input__fit(struct pkt_pool *p, slip_idx_t i, uint32_t l4_len)
 {
     uint32_t have = 0;
     for (slip_idx_t b = i; b != SLIP_NIL; b = pkt__meta(p, b)->chain) {
@@ -826,50 +826,67 @@ void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx
     s.pkt = rx->pkt;
     sh->c.segs_in++;
 
-    if (rx->l4_len < WIRE_TCP_HLEN_MIN || !chain_fit(pool, s.pkt, rx->l4_len)) {
+    if (rx->l4_len < WIRE_TCP_HLEN_MIN || !tcp_input__fit(pool, s.pkt, rx->l4_len)) {
         sh->c.bad_header++;
-        goto drop;
+        free_payload(env, &s);
+        return;
     }
     if (!chain_csum_ok(pool, s.pkt, rx->ip.src, rx->ip.dst, rx->l4_len)) {
         sh->c.bad_csum++;
-        goto drop;
+        free_payload(env, &s);
+        return;
     }
-    struct pkt_meta *m = pkt__meta(pool, s.pkt);
-    int rc = wire_tcp__parse(pkt__data(pool, s.pkt), m->len, &s.th);
+    s.saddr = rx->ip.src;
+    s.daddr = rx->ip.dst;
+    s.tos = rx->ip.tos;
+    tcp_input__segment(env, sh, &s, rx->l4_len);
+}
+
+void tcp_input__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_seg *sp, uint32_t l4_len)
+{
+    struct pkt_pool *pool = env->pool;
+    struct pkt_meta *m = pkt__meta(pool, sp->pkt);
+    int rc = wire_tcp__parse(pkt__data(pool, sp->pkt), m->len, &sp->th);
     if (rc == -EPROTO) {
         sh->c.bad_options++;
         goto drop;
     }
-    if (rc < 0 || s.th.sport == 0 || s.th.dport == 0) {
+    if (rc < 0 || sp->th.sport == 0 || sp->th.dport == 0) {
         sh->c.bad_header++;
         goto drop;
     }
-    s.saddr = rx->ip.src;
-    s.daddr = rx->ip.dst;
-    s.seq = s.th.seq;
-    s.ack = s.th.ack;
-    s.flags = s.th.flags;
-    s.tos = rx->ip.tos;
-    s.len = rx->l4_len - s.th.hdr_len;
+    sp->seq = sp->th.seq;
+    sp->ack = sp->th.ack;
+    sp->flags = sp->th.flags;
+    sp->len = l4_len - sp->th.hdr_len;
     {
         uint32_t freed = 0;
-        s.pkt = tcp_pkt__trim_front(pool, s.pkt, s.th.hdr_len, &freed);
-        if (s.len == 0 && s.pkt != SLIP_NIL) {
-            pkt__free_chain(pool, s.pkt);
-            s.pkt = SLIP_NIL;
+        sp->pkt = tcp_pkt__trim_front(pool, sp->pkt, sp->th.hdr_len, &freed);
+        if (sp->len == 0 && sp->pkt != SLIP_NIL) {
+            pkt__free_chain(pool, sp->pkt);
+            sp->pkt = SLIP_NIL;
         }
     }
     /* A SYN with RST or FIN is nonsense that some scanners send; drop it as Linux does. */
-    if ((s.flags & WIRE_TCP_SYN) && (s.flags & (WIRE_TCP_RST | WIRE_TCP_FIN))) {
+    if ((sp->flags & WIRE_TCP_SYN) && (sp->flags & (WIRE_TCP_RST | WIRE_TCP_FIN))) {
         sh->c.bad_header++;
         goto drop;
     }
 
-    slip_idx_t i = tcp__lookup(sh, s.daddr, s.th.dport, s.saddr, s.th.sport);
+    slip_idx_t i;
+    if (!sp->v6) {
+        i = tcp__lookup(sh, sp->daddr, sp->th.dport, sp->saddr, sp->th.sport);
+    } else {
+        i = tcp__lookup6_conn(sh, sp->daddr, &sp->daddr6, sp->th.dport, sp->saddr, &sp->saddr6, sp->th.sport);
+        if (i == SLIP_NIL)
+            i = tcp__lookup_listener6(sh, sp->daddr, &sp->daddr6, sp->th.dport, sp->saddr, sp->th.sport);
+    }
     struct tcp_conn *c = i != SLIP_NIL ? &sh->conns[i] : NULL;
     uint32_t iss = 0;
-    if (c && c->state == TCPS_TIME_WAIT && time_wait_reuse(c, &s)) {
-        slip_idx_t li = tcp__lookup_listener(sh, s.daddr, s.th.dport, s.saddr, s.th.sport);
+    if (c && c->state == TCPS_TIME_WAIT && time_wait_reuse(c, sp)) {
+        slip_idx_t li = sp->v6 ? tcp__lookup_listener6(sh, sp->daddr, &sp->daddr6, sp->th.dport, sp->saddr,
+                                                       sp->th.sport)
+                             : tcp__lookup_listener(sh, sp->daddr, sp->th.dport, sp->saddr, sp->th.sport);
         if (li != SLIP_NIL && sh->conns[li].state == TCPS_LISTEN && !(c->flags & TCPF_USER)) {
             iss = c->snd_max + 65535 + 2;     /* beyond the old incarnation, as Linux */
             sh->c.tw_reused++;
@@ -881,27 +898,27 @@ void tcp_input(struct ip_env *env, struct tcp_shared *sh, const struct ip_rx *rx
     if (!c) {
         /* RFC 9293 §3.10.7.1: CLOSED (no connection): reset anything but a reset. */
         sh->c.no_conn++;
-        tcp_output__rst_reply(env, sh, &s);
+        tcp_output__rst_reply(env, sh, sp);
         goto drop;
     }
     if (c->state != TCPS_LISTEN)
         c->st.segs_in++;
     switch (c->state) {
     case TCPS_LISTEN:
-        input_listen(env, sh, c, &s, iss);
+        input_listen(env, sh, c, sp, iss);
         break;
     case TCPS_SYN_SENT:
-        input_syn_sent(env, sh, c, &s);
+        input_syn_sent(env, sh, c, sp);
         break;
     case TCPS_CLOSED:
-        tcp_output__rst_reply(env, sh, &s);
+        tcp_output__rst_reply(env, sh, sp);
         break;
     default:
-        input_other(env, sh, c, &s);
+        input_other(env, sh, c, sp);
         break;
     }
 drop:
-    free_payload(env, &s);
+    free_payload(env, sp);
 }
 
 /* ---- ICMP errors (RFC 5927, RFC 1122 §4.2.3.9, RFC 1191) ---- */
@@ -912,14 +929,31 @@ void tcp_icmp_error(struct ip_env *env, struct tcp_shared *sh, const struct ip_i
     slip_idx_t i = tcp__lookup(sh, q->ip.src, q->sport, q->ip.dst, q->dport);
     if (i == SLIP_NIL)
         return;
-    struct tcp_conn *c = &sh->conns[i];
+    int e = EHOSTUNREACH;
+    if (err->type == WIRE_ICMP_DEST_UNREACH && err->code == WIRE_ICMP_FRAG_NEEDED) {
+        e = 0;
+    } else if (err->type == WIRE_ICMP_DEST_UNREACH) {
+        switch (err->code) {
+        case 0: e = ENETUNREACH; break;
+        case 2: e = ENOPROTOOPT; break;
+        case WIRE_ICMP_PORT_UNREACH: e = ECONNREFUSED; break;
+        default: e = EHOSTUNREACH; break;
+        }
+    } else if (err->type == WIRE_ICMP_PARAMPROB) {
+        e = EPROTO;
+    }
+    tcp_icmp__apply(env, sh, &sh->conns[i], q->tcp_seq, e);
+}
+
+void tcp_icmp__apply(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq, int e)
+{
     if (c->state == TCPS_LISTEN || c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
         return;
     /* RFC 5927 §4.1: the quoted sequence number must be in flight, else it may be forged. */
-    if (!seq_in(q->tcp_seq, c->snd_una, c->snd_max) && !(c->snd_una == c->snd_max && q->tcp_seq == c->snd_una))
+    if (!seq_in(seq, c->snd_una, c->snd_max) && !(c->snd_una == c->snd_max && seq == c->snd_una))
         return;
     sh->c.icmp_errors++;
-    if (err->type == WIRE_ICMP_DEST_UNREACH && err->code == WIRE_ICMP_FRAG_NEEDED) {
+    if (e == 0) {
         /* RFC 1191: ip/ has recorded the path MTU; resend what is in flight in smaller pieces
          * without treating it as congestion (as Linux's tcp_simple_retransmit). */
         uint16_t mss = tcp_conn__route_mss(env, c);
@@ -931,17 +965,6 @@ void tcp_icmp_error(struct ip_env *env, struct tcp_shared *sh, const struct ip_i
             tcp_output(env, sh, c);
         }
         return;
-    }
-    int e = EHOSTUNREACH;
-    if (err->type == WIRE_ICMP_DEST_UNREACH) {
-        switch (err->code) {
-        case 0: e = ENETUNREACH; break;
-        case 2: e = ENOPROTOOPT; break;
-        case WIRE_ICMP_PORT_UNREACH: e = ECONNREFUSED; break;
-        default: e = EHOSTUNREACH; break;
-        }
-    } else if (err->type == WIRE_ICMP_PARAMPROB) {
-        e = EPROTO;
     }
     /* RFC 1122 §4.2.3.9: these are soft errors for a synchronized connection; during SYN-SENT
      * Linux reports them at once, and so do we. */

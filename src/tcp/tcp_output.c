@@ -73,7 +73,9 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
     uint8_t buf[SEG_BUF];
     struct wire_tcp_repr r;
     struct ip_route rt;
-    int rc = ip_output__route(env, c->raddr, &rt);
+    struct ip6_route rt6;
+    bool v6 = c->flags & TCPF_V6;
+    int rc = v6 ? ip6_output__route(env, &c->raddr6, c->scope, &rt6) : ip_output__route(env, c->raddr, &rt);
     if (rc < 0)
         return rc;
     memset(&r, 0, sizeof(r));
@@ -124,11 +126,15 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         return -EMSGSIZE;
     if (len)
         sndq_copy(env->pool, c, seq - c->snd_q_seq, buf + hl, len);
-    wire_tcp__set_csum(buf, hl + len, c->laddr, c->raddr);
-    struct ip_tx tx = { .src = c->laddr, .dst = c->raddr, .proto = WIRE_IPPROTO_TCP, .ttl = IP_DEFAULT_TTL,
-                        .tos = ecn, .df = true };
-    struct iovec iov = { buf, hl + len };
-    rc = ip_output__send(env, &rt, &tx, &iov, 1);
+    if (v6) {
+        rc = tcp6__send(env, c, &rt6, buf, hl + len, ecn);
+    } else {
+        wire_tcp__set_csum(buf, hl + len, c->laddr, c->raddr);
+        struct ip_tx tx = { .src = c->laddr, .dst = c->raddr, .proto = WIRE_IPPROTO_TCP, .ttl = IP_DEFAULT_TTL,
+                            .tos = ecn, .df = true };
+        struct iovec iov = { buf, hl + len };
+        rc = ip_output__send(env, &rt, &tx, &iov, 1);
+    }
     if (rc == -EMSGSIZE) {
         /* The path MTU dropped below our MSS: shrink and let the caller retry. */
         uint16_t m = tcp_conn__route_mss(env, c);
@@ -226,10 +232,7 @@ void tcp_output__rst_reply(struct ip_env *env, struct tcp_shared *sh, const stru
         return;
     struct tcp_conn tmp;
     memset(&tmp, 0, sizeof(tmp));
-    tmp.laddr = s->daddr;
-    tmp.raddr = s->saddr;
-    tmp.lport = s->th.dport;
-    tmp.rport = s->th.sport;
+    tcp_seg__name(&tmp, s);
     tmp.mss = TCP_MSS_NO_OPTION;
     int rc;
     if (s->flags & WIRE_TCP_ACK) {
@@ -247,12 +250,11 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
 {
     struct tcp_conn tmp;
     memset(&tmp, 0, sizeof(tmp));
-    tmp.laddr = s->daddr;
-    tmp.raddr = s->saddr;
-    tmp.lport = s->th.dport;
-    tmp.rport = s->th.sport;
+    tcp_seg__name(&tmp, s);
     tmp.rcvbuf = l->rcvbuf;
     tmp.user_mss = l->user_mss;
+    tmp.tclass = l->tclass;
+    tmp.hops = l->hops;
     tmp.mss = mss;
     tmp.rcv_nxt = s->seq + 1;
     tmp.rcv_mss = TCP_MSS_NO_OPTION;

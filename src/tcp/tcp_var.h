@@ -16,7 +16,26 @@ struct tcp_seg {
     slip_idx_t pkt;             /* payload chain (header trimmed), SLIP_NIL when none/consumed */
     uint8_t flags;
     uint8_t tos;                /* the IP header's TOS byte (ECN field: RFC 3168) */
+    /* IPv6: saddr/daddr above hold the folds of these (tcp6__fold). */
+    bool v6;
+    uint32_t ifindex;           /* receiving interface (scope of a link-local peer) */
+    struct wire_ipv6_addr saddr6, daddr6;
 };
+
+/* Names c (a reply's template or a new child) by the segment's addresses, in its family. */
+static inline void tcp_seg__name(struct tcp_conn *c, const struct tcp_seg *s)
+{
+    c->laddr = s->daddr;
+    c->raddr = s->saddr;
+    c->lport = s->th.dport;
+    c->rport = s->th.sport;
+    if (s->v6) {
+        c->flags |= TCPF_V6;
+        c->laddr6 = s->daddr6;
+        c->raddr6 = s->saddr6;
+        c->scope = wire_ipv6__is_link_local(&s->saddr6) ? s->ifindex : 0;
+    }
+}
 
 /* Options we put in a segment: the MSS of a SYN and how many SACK blocks fit. */
 static inline uint32_t tcp_seg_len(const struct tcp_seg *s)
@@ -42,9 +61,10 @@ void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c);
 /* Our window scale for a receive buffer (RFC 7323 §2.2); a listener's children and SYN cookies
  * must agree on it. */
 uint8_t tcp_conn__wscale(uint32_t rcvbuf);
-/* A SYN on listener l: a child in SYN_RECEIVED with ISS iss; its index or -EMFILE. */
-int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, be32 laddr, be32 raddr,
-                    uint16_t rport, uint32_t iss);
+/* A SYN (or cookie ACK) s on listener l: a child in SYN_RECEIVED with ISS iss, named by s's
+ * addresses in s's family; its index or -EMFILE. */
+int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, const struct tcp_seg *s,
+                    uint32_t iss);
 /* A child finished its handshake: onto the listener's accept queue; -ENOSPC when it is full. */
 int tcp_conn__queue_accept(struct tcp_shared *sh, struct tcp_conn *c);
 /* RFC 6928: the initial window is IW10 in segments of the effective send MSS. The congestion
@@ -60,6 +80,27 @@ static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct
 /* Receive window we can offer now (bytes), before SWS rounding. */
 uint32_t tcp_rcv_space(const struct tcp_conn *c);
 void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c);
+
+/* tcp_input.c: the family-independent part of segment arrival, from header parsing on (s has
+ * pkt, saddr/daddr and, over IPv6, the IPv6 fields; l4_len bytes checked and trimmed). */
+void tcp_input__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_seg *s, uint32_t l4_len);
+/* Cuts a received chain to exactly l4_len bytes; false when it is shorter. */
+bool tcp_input__fit(struct pkt_pool *p, slip_idx_t i, uint32_t l4_len);
+/* An ICMP(v6) error for c quoting seq: e 0 is "the path MTU dropped" (resend smaller), else the
+ * errno of an unreachable error (hard in SYN_SENT, soft otherwise). */
+void tcp_icmp__apply(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq, int e);
+
+/* tcp6.c */
+/* Sends a built segment (header and payload in buf, checksum field zero) over IPv6. */
+/* ecn: the ECN codepoint for the traffic class's low two bits (RFC 3168 §5: ECT(0) on new data). */
+int tcp6__send(struct ip_env *env, const struct tcp_conn *c, const struct ip6_route *rt, uint8_t *buf, size_t len,
+               uint8_t ecn);
+/* Listener lookup for IPv6 (l6 the destination, lf its fold). */
+slip_idx_t tcp__lookup_listener6(const struct tcp_shared *sh, be32 lf, const struct wire_ipv6_addr *l6,
+                                 uint16_t lport, be32 rf, uint16_t rport);
+/* 4-tuple lookup for IPv6 with the folds already computed. */
+slip_idx_t tcp__lookup6_conn(const struct tcp_shared *sh, be32 lf, const struct wire_ipv6_addr *l6, uint16_t lport,
+                             be32 rf, const struct wire_ipv6_addr *r6, uint16_t rport);
 
 /* tcp_timer.c */
 void tcp_timer__set(struct tcp_shared *sh, struct tcp_conn *c, int kind, slip_time_t when);

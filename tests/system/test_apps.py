@@ -439,8 +439,8 @@ def iperf_result(text):
 
 
 def test_iperf3_server_accelerated(testbed, slip, workdir):
-    """`iperf3 -s -4`: the default `iperf3 -s` listens on an IPv6 dual-stack socket, which the
-    layer leaves to the kernel (no IPv6 yet), so -4 asks for the IPv4 socket the stack serves."""
+    """`iperf3 -s -4`: an IPv4 socket (the default `iperf3 -s`, a dual-stack [::] socket, is in
+    test_tcp6.py)."""
     need("iperf3")
     a, b = testbed.host("a"), testbed.host("b")
     log = os.path.join(workdir, "iperf3-s.log")

@@ -142,14 +142,16 @@ def snmp6(host):
 
 
 def test_native6_accelerated(posix_peer_bed):
-    """The native IPv6 UDP scenarios (v6n_*) on their own under slipstream: the stack carried
-    their datagrams (both families for the dual-stack one), host b's kernel none of the IPv6 ones
-    (the v6-only socket's v4-mapped sendto fails before anything leaves)."""
+    """The native IPv6 scenarios (v6n_*) on their own under slipstream: the stack carried their
+    datagrams (both families for the dual-stack one) and TCP segments, host b's kernel none of the
+    IPv6 datagrams (the v6-only socket's v4-mapped sendto fails before anything leaves) and
+    almost none of the segments (the TCP MIB counts both families)."""
     a, b, slip_prefix = posix_peer_bed
     names = [n for n in NAMES if n.startswith("v6n_")]
-    before = snmp6(b)
+    before, before4 = snmp6(b), snmp(b)
     res, err = run_pass(b, slip_prefix, env={"SLIP_DUMP_AT_EXIT": "1"}, names=names)
-    after = snmp6(b)
+    after, after4 = snmp6(b), snmp(b)
+    kseg = after4["Tcp.InSegs"] + after4["Tcp.OutSegs"] - before4["Tcp.InSegs"] - before4["Tcp.OutSegs"]
     assert all("crashed_or_hung" not in r and "not_run" not in r for r in res.values()), res
     c = stack_counters(err)
     k6 = after["Udp6InDatagrams"] + after["Udp6OutDatagrams"] - before["Udp6InDatagrams"] - before["Udp6OutDatagrams"]
@@ -157,6 +159,9 @@ def test_native6_accelerated(posix_peer_bed):
           f"host b kernel: {k6} UDP6 datagrams")
     assert c.get("ip.rx6_delivered", 0) >= 10 and c.get("udp.rx_datagrams", 0) >= 10, c
     assert k6 == 0, k6
+    print(f"stack tcp.segs_in {c.get('tcp.segs_in')}; host b kernel: {kseg} TCP segments")
+    assert c.get("tcp.segs_in", 0) > 100, c
+    assert kseg < c["tcp.segs_in"] / 10, (kseg, c["tcp.segs_in"])
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN[n]))

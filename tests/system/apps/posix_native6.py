@@ -1,8 +1,9 @@
-"""Native IPv6 UDP scenarios for posix_semantics.py (the kernel-vs-slipstream differential test,
-issue 16): AF_INET6 datagram sockets talking to the peer's IPv6 address (PEER6, 2001:2::1 in the
-testbed), which the stack carries since phase 2. Registered as v6n_<name>; `m` is
-posix_semantics itself (attempt, pattern, PEER, PEER6, UDPECHO, UDPOTHER, CLOSED). Each returns
-what a program can observe; ports the kernel picks are reported as "set" only.
+"""Native IPv6 scenarios for posix_semantics.py (the kernel-vs-slipstream differential test,
+issue 16): AF_INET6 datagram and stream sockets talking to the peer's IPv6 address (PEER6,
+2001:2::1 in the testbed), which the stack carries. Registered as v6n_<name>; `m` is
+posix_semantics itself (attempt, pattern, PEER, PEER6, UDPECHO, UDPOTHER, ECHO, RESET, CLOSED,
+CMD ...). Each returns what a program can observe; ports the kernel picks are reported as "set"
+only.
 """
 import select
 import socket
@@ -120,6 +121,85 @@ def sc_udp_recvpktinfo(m, o):
     d, anc, fl, src = u.recvmsg(100, 256)
     o["off"] = [d, fl, len(anc)]
     u.close()
+
+
+def sc_tcp_connect_echo_names(m, o):
+    s = socket.socket(V6, socket.SOCK_STREAM)
+    s.settimeout(5)
+    o["connect"] = m.attempt(s.connect, (m.PEER6, m.ECHO))
+    o["name"] = name6(s.getsockname())
+    o["peer"] = list(s.getpeername())
+    data = m.pattern(200_000, 7)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        x = s.recv(65536)
+        if not x:
+            break
+        got += x
+    o["echo"] = [len(got), got == data]
+    s.close()
+
+
+def sc_tcp_refused_and_reset(m, o):
+    s = socket.socket(V6, socket.SOCK_STREAM)
+    s.settimeout(5)
+    o["refused"] = m.attempt(s.connect, (m.PEER6, m.CLOSED))
+    o["peer_after"] = m.attempt(s.getpeername)
+    s.close()
+    s = socket.socket(V6, socket.SOCK_STREAM)
+    s.setblocking(False)
+    o["nb_connect"] = m.attempt(s.connect, (m.PEER6, m.CLOSED))
+    p = select.poll()
+    p.register(s, select.POLLOUT)
+    o["nb_poll"] = sorted(e for _, e in p.poll(5000))
+    o["nb_so_error"] = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    s.close()
+    # a blocking connect returns once established, before the peer's RST (which a timeout's poll
+    # for the connect could see first, or not)
+    s = socket.socket(V6, socket.SOCK_STREAM)
+    o["reset_connect"] = m.attempt(s.connect, (m.PEER6, m.RESET))
+    o["reset_recv"] = m.attempt(s.recv, 100)
+    o["reset_recv_again"] = m.attempt(s.recv, 100)
+    o["reset_so_error"] = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    s.close()
+
+
+def accept_connectback(m, o, ls, prefix):
+    """The peer connects back to ls's port on our IPv6 address; what accept and the names say."""
+    port = ls.getsockname()[1]
+    c = socket.create_connection((m.PEER6, m.CMD), 5)
+    c.sendall(f"connectback {port}\n".encode())
+    ls.settimeout(5)
+    a, peer = ls.accept()
+    me = c.getsockname()[0]
+    o[prefix + "accepted_from_peer"] = [peer[0] == m.PEER6, peer[1] != 0, peer[2], peer[3]]
+    o[prefix + "accepted_name"] = [a.getsockname()[0] == me, a.getsockname()[1] == port]
+    o[prefix + "accepted_peername"] = list(a.getpeername()) == list(peer)
+    o[prefix + "data"] = a.recv(10)
+    o[prefix + "cmd"] = c.recv(100).decode().strip()
+    a.close()
+    c.close()
+
+
+def sc_tcp_listen_dualstack_accept(m, o):
+    ls = socket.socket(V6, socket.SOCK_STREAM)
+    o["bind"] = m.attempt(ls.bind, ("::", 0))
+    o["listen"] = m.attempt(ls.listen, 8)
+    o["name"] = name6(ls.getsockname())
+    accept_connectback(m, o, ls, "")
+    ls.close()
+
+
+def sc_tcp_listen_v6only_accept(m, o):
+    ls = socket.socket(V6, socket.SOCK_STREAM)
+    ls.setsockopt(IP6, socket.IPV6_V6ONLY, 1)
+    o["listen"] = m.attempt(ls.listen, 8)      # autobind on [::]
+    o["name"] = name6(ls.getsockname())
+    accept_connectback(m, o, ls, "")
+    o["v6only_after"] = m.attempt(ls.setsockopt, IP6, socket.IPV6_V6ONLY, 0)
+    ls.close()
 
 
 SCENARIOS = {n[3:]: f for n, f in list(globals().items()) if n.startswith("sc_") and callable(f)}

@@ -40,8 +40,10 @@ def drain(c):
         pass
 
 
-def serve(port, handler, addr):
-    ls = socket.socket()
+def serve(port, handler, addr, fam=socket.AF_INET):
+    ls = socket.socket(fam)
+    if fam == socket.AF_INET6:
+        ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((addr, port))
     ls.listen(128)
@@ -120,7 +122,7 @@ def h_cmd(c, peer):
         c.shutdown(socket.SHUT_WR)
         drain(c)
     elif op == "connectback":
-        b = socket.socket()
+        b = socket.socket(socket.AF_INET6 if ":" in peer[0] else socket.AF_INET)
         try:
             b.settimeout(5)
             b.connect((peer[0], args[0]))
@@ -154,13 +156,16 @@ def udp(addr, fam=socket.AF_INET):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bind", default="0.0.0.0")
-    ap.add_argument("--bind6", help="also a UDP echo (and other port) on this IPv6 address")
+    ap.add_argument("--bind6", help="also every service on this IPv6 address")
     a = ap.parse_args()
     for port, h in ((ECHO, h_echo), (DISCARD, h_discard), (RESET, h_reset), (CLOSEAFTER, h_closeafter),
                     (HOLD, h_hold), (CMD, h_cmd)):
         serve(port, h, a.bind)
     udp(a.bind)
     if a.bind6:
+        for port, h in ((ECHO, h_echo), (DISCARD, h_discard), (RESET, h_reset), (CLOSEAFTER, h_closeafter),
+                        (HOLD, h_hold), (CMD, h_cmd)):
+            serve(port, h, a.bind6, socket.AF_INET6)
         udp(a.bind6, socket.AF_INET6)
     print("ready", flush=True)
     try:
