@@ -390,15 +390,20 @@ struct slip_stack *preload_stack_for_passed(int ufd)
         return g_pre.stack;
     struct ucred cr;
     socklen_t cl = sizeof(cr);
-    char path[64], env[16384];
-    if (ufd >= 0 && real_getsockopt(ufd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.pid > 0) {
+    char path[64];
+    /* Not on the caller's stack: threads may run on small ones (16 KiB). Once per process. */
+    static char env[16384];
+    static pthread_mutex_t env_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&env_mu);
+    if (!g_peer_stack_name[0] && ufd >= 0 && real_getsockopt(ufd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+        cr.pid > 0) {
         /* The name the sender was started with (slipstream run sets it: run-PID, or --name). Its
          * environment is readable by its user and root only; anything unreadable or odd leaves
          * us on a stack of our own, as before. */
         snprintf(path, sizeof(path), "/proc/%d/environ", (int)cr.pid);
         /* open(2) itself: the library's open wrapper (block path) is not needed here. */
         int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, env, sizeof(env) - 1) : -1;
+        ssize_t n = fd >= 0 ? (ssize_t)syscall(SYS_read, fd, env, sizeof(env) - 1) : -1;
         if (fd >= 0)
             real_close(fd);
         static const char key[] = "SLIP_STACK_NAME=";
@@ -411,6 +416,7 @@ struct slip_stack *preload_stack_for_passed(int ufd)
             i += (ssize_t)len + 1;
         }
     }
+    pthread_mutex_unlock(&env_mu);
     return preload_stack();
 }
 
