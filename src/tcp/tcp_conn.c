@@ -1078,6 +1078,14 @@ void tcp_conn__close(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
     /* RFC 2525 §2.17 and Linux: closing with unread data, or SO_LINGER with zero time, aborts. */
     bool unread = c->rcvq.bytes > 0 || c->ooo_bytes > 0;
     if (unread || ((c->flags & TCPF_LINGER) && c->linger == 0)) {
+        /* What the application wrote before closing and the window allows leaves first: Linux
+         * sent it at write time, where a send from an event loop waits (autocork) for the next
+         * kick. Without this an event-loop server's reply, written just before a close that
+         * left the request unread, never left: the peer got the RST alone (test_tx_defer). */
+        if (c->state != TCPS_TIME_WAIT && unread) {
+            c->flags &= ~TCPF_AUTOCORK;
+            tcp_output(env, sh, c);
+        }
         if (c->state != TCPS_TIME_WAIT)
             tcp_output__rst(env, sh, c);
         tcp_conn__drop(env, sh, c, 0);

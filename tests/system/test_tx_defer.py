@@ -87,3 +87,57 @@ for i in range(int(sys.argv[3])):
             srv.wait(timeout=10)
         except subprocess.TimeoutExpired:
             srv.kill()
+
+
+# An event-loop server that answers and closes without reading the rest of the request: Linux
+# sends the reply at write time and the RST (unread data) after it. Here the reply waited in the
+# cork list for the next kick and the close's RST went alone: the client saw a reset, no reply.
+CLOSER = r"""
+import select, socket, sys
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], int(sys.argv[2]))); ls.listen(64)
+print("ready", flush=True)
+ep = select.epoll()
+for i in range(int(sys.argv[3])):
+    c, _ = ls.accept()
+    ep.register(c.fileno(), select.EPOLLIN)
+    while not ep.poll(1.0):
+        pass
+    ep.unregister(c.fileno())
+    c.sendall(b"done\n")
+    c.close()
+"""
+
+
+def test_reply_then_close_with_a_request_unread(testbed, build_dir):
+    exe = build_dir / "slipstream"
+    if not exe.exists():
+        pytest.skip(f"not built: {exe}")
+    a, b = testbed.host("a"), testbed.host("b")
+    n = 100
+    srv = b.popen([str(exe), "run", "--iface", "veth0", "--strict", "--", PY, "-c", CLOSER, B_ADDR, str(PORT + 1),
+                   str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "ready", srv.stderr.read() if srv.poll() is not None else ""
+        client = r"""
+import socket, sys
+bad = 0
+for i in range(int(sys.argv[3])):
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+    s.sendall(b"0123456789")
+    try:
+        bad += s.makefile("rb").readline() != b"done\n"
+    except ConnectionResetError:
+        bad += 1
+    s.close()
+print(bad)
+"""
+        r = a.run([PY, "-c", client, B_ADDR, str(PORT + 1), str(n)], timeout=120)
+        assert r.returncode == 0, r.stderr
+        print(f"replies lost to the reset: {r.stdout.strip()} of {n}")
+        assert r.stdout.strip() == "0", f"{r.stdout.strip()} of {n} replies lost to the reset"
+        srv.wait(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait(timeout=10)
