@@ -546,11 +546,7 @@ static struct slip_stack *stack_open_once(void)
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0) {
         /* The sender of the sockets we received first: its stack is ours (only a name of the
          * characters slip_config__from_env accepts). */
-        bool ok = g_peer_stack_name[0] != 0;
-        for (const char *c = g_peer_stack_name; ok && *c; c++)
-            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
-                 *c == '_' || *c == '-';
-        if (ok && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
+        if (slip_config__stack_name_ok(g_peer_stack_name) && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
             slip_info("opening the stack %s of the program that sent us sockets", g_peer_stack_name);
             snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", g_peer_stack_name);
         }

@@ -149,6 +149,18 @@ void slip_config__defaults(struct slip_config *c)
 /* Every SLIP_* variable the stack reads goes through the one table and parser (base/env.h). */
 _Static_assert(SLIP_MAX_IFACES == 4, "SLIP_IFACES's row in base/env_vars.h says 4 interfaces");
 
+bool slip_config__stack_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= sizeof(((struct slip_config *)0)->stack_name))
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+              *c == '_' || *c == '-'))
+            return false;
+    return true;
+}
+
 int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
 {
     static const enum xsk_bind_mode binds[] = { XSK_BIND_AUTO, XSK_BIND_COPY, XSK_BIND_ZEROCOPY };
@@ -180,17 +192,12 @@ int slip_config__from_env(struct slip_config *c, char *err, size_t errlen)
     const char *name = slip_env__text(SLIP_ENV_STACK_NAME);
     c->stack_name[0] = 0;
     if (name && *name) {
-        size_t n = strlen(name);
-        bool ok = n < sizeof(c->stack_name);
-        for (size_t i = 0; ok && i < n; i++)
-            ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
-                 (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '_' || name[i] == '-';
-        if (!ok) {
+        if (!slip_config__stack_name_ok(name)) {
             snprintf(err, errlen, "SLIP_STACK_NAME=%s: at most %zu characters of A-Z a-z 0-9 . _ -", name,
                      sizeof(c->stack_name) - 1);
             return -EINVAL;
         }
-        memcpy(c->stack_name, name, n + 1);
+        snprintf(c->stack_name, sizeof(c->stack_name), "%s", name);
     }
     return 0;
 }

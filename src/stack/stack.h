@@ -54,6 +54,9 @@ unsigned slip_config__default_ifaces(char names[][IF_NAMESIZE], unsigned max);
  * SLIP_MAX_CONNS, SLIP_MAX_UDP.
  * A bad value gives -EINVAL and names the variable in err. */
 int slip_config__from_env(struct slip_config *c, char *err, size_t errlen);
+/* A stack name fit for SLIP_STACK_NAME / `run --name`: it goes into abstract socket names and
+ * `stat`, so 1 to 31 characters of A-Z a-z 0-9 . _ - and nothing else. */
+bool slip_config__stack_name_ok(const char *name);
 
 struct slip_stack;
 

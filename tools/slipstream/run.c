@@ -16,6 +16,7 @@
 
 #include "base/exe.h"
 #include "base/env.h"
+#include "stack/stack.h"
 #include "tools/slipstream/cli.h"
 
 static const char *const section_title[] = {
@@ -154,11 +155,7 @@ int cmd_run(int argc, char **argv)
             block = true;
         } else if (!strcmp(a, "--name") && i + 1 < argc) {
             name = argv[++i];
-            size_t n = strlen(name), ok = n > 0 && n < 32;
-            for (size_t k = 0; ok && k < n; k++)
-                ok = (name[k] >= 'a' && name[k] <= 'z') || (name[k] >= 'A' && name[k] <= 'Z') ||
-                     (name[k] >= '0' && name[k] <= '9') || name[k] == '.' || name[k] == '_' || name[k] == '-';
-            if (!ok) {
+            if (!slip_config__stack_name_ok(name)) {
                 fprintf(stderr, "slipstream run: --name %s: want 1 to 31 characters of A-Z a-z 0-9 . _ -\n", name);
                 return 2;
             }
