@@ -66,6 +66,22 @@ struct {
     __type(value, struct steer_frag_val);
 } slip_frags6 SEC(".maps");
 
+/* The member a TCP SYN to a SO_REUSEPORT group was given to, by 4-tuple seen from the stack
+ * (steer.h, STEER_F_GROUP). Written here only; user space never needs them. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, STEER_MAX_PINS);
+    __type(key, struct steer_key);
+    __type(value, __u32);
+} slip_pins SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, STEER_MAX_PINS);
+    __type(key, struct steer_key6);
+    __type(value, __u32);
+} slip_pins6 SEC(".maps");
+
 #define IP_MF     0x2000
 #define IP_OFFSET 0x1fff
 
@@ -124,8 +140,75 @@ struct flow {
     __u8 proto;
 };
 
-/* The index of the stack that owns the flow, or -1 when none does. */
-static __always_inline int owned_lookup(__u32 laddr, __u32 raddr, __u16 lport, __u16 rport, __u8 proto)
+/* A 32-bit mixer (good avalanche, a few instructions): the member pick must spread flows evenly
+ * and, keyed with the group's seed, not be steerable by a remote host choosing its ports. */
+static __always_inline __u32 mix32(__u32 h)
+{
+    h ^= h >> 16;
+    h *= 0x7feb352d;
+    h ^= h >> 15;
+    h *= 0x846ca68b;
+    h ^= h >> 16;
+    return h;
+}
+
+/* Set bits of a 16-bit word, without a branch (the verifier walks every branch of every
+ * caller: a loop with tests here made the program too long to verify). */
+static __always_inline __u32 popcount16(__u32 x)
+{
+    x &= 0xffff;
+    x = x - ((x >> 1) & 0x5555);
+    x = (x & 0x3333) + ((x >> 2) & 0x3333);
+    x = (x + (x >> 4)) & 0x0f0f;
+    return (x + (x >> 8)) & 0x1f;
+}
+
+/* The member of a SO_REUSEPORT group (STEER_F_GROUP) that gets a new flow with this hash: the
+ * hash's rank among the members that are not parked, found by clearing that many lowest bits. */
+static __always_inline int group_pick(const struct steer_val *v, __u32 hash)
+{
+    __u32 elig = v->members & ~v->parked & 0xffff;
+    __u32 n = popcount16(elig), k;
+
+    if (n == 0)
+        return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
+    k = hash % n;
+    for (__u32 j = 0; j < STEER_MAX_STACKS - 1; j++) {
+        __u32 before = (__u32)((__s32)(j - k) >> 31);      /* all ones while j < k */
+
+        elig &= ~(elig & -elig & before);
+    }
+    return (int)popcount16((elig & -elig) - 1);
+}
+
+/* A flow that hit a group's listen key: a SYN (syn > 0) is given a member and pinned to it; a
+ * later TCP segment goes where its SYN went while that stack is a member (syn == 0, or < 0 for
+ * an ICMP error's quote, which never pins); UDP goes by the hash each time. */
+static __always_inline int group_member(const struct steer_val *v, const void *pin_map, const void *pin_key,
+                                        __u32 hash, __u8 proto, int syn)
+{
+    __u32 only = v->members & ~v->parked;
+
+    if (proto == IPPROTO_TCP && syn <= 0 && (v->members & (v->members - 1))) {
+        __u32 *pin = bpf_map_lookup_elem((void *)pin_map, pin_key);
+
+        if (pin && *pin < STEER_MAX_STACKS && ((v->members >> *pin) & 1))
+            return *pin;
+    }
+    /* One member takes everything; its SYNs are pinned all the same, for when others join. */
+    int m = (only && !(only & (only - 1))) ? v->stack : group_pick(v, hash);
+
+    if (proto == IPPROTO_TCP && syn > 0 && m < STEER_MAX_STACKS) {
+        __u32 pv = m;
+
+        bpf_map_update_elem((void *)pin_map, pin_key, &pv, BPF_ANY);
+    }
+    return m < STEER_MAX_STACKS ? m : STEER_MAX_STACKS;
+}
+
+/* The index of the stack that owns the flow, or -1 when none does. syn: 1 for a TCP SYN without
+ * ACK, 0 for other segments and datagrams, -1 for a flow quoted by an ICMP error. */
+static __always_inline int owned_lookup(__u32 laddr, __u32 raddr, __u16 lport, __u16 rport, __u8 proto, int syn)
 {
     struct steer_key k = {
         .laddr = laddr, .raddr = raddr, .lport = lport, .rport = rport, .proto = proto,
@@ -135,17 +218,25 @@ static __always_inline int owned_lookup(__u32 laddr, __u32 raddr, __u16 lport, _
     /* Most specific first: a connected socket, then a socket bound to this address, then a
      * socket bound to every address (see bpf/steer.h). */
     v = bpf_map_lookup_elem(&slip_owned, &k);
-    if (!v) {
-        k.raddr = 0;
-        k.rport = 0;
-        v = bpf_map_lookup_elem(&slip_owned, &k);
-    }
+    if (v)
+        return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
+    k.raddr = 0;
+    k.rport = 0;
+    v = bpf_map_lookup_elem(&slip_owned, &k);
     if (!v) {
         k.laddr = 0;
         v = bpf_map_lookup_elem(&slip_owned, &k);
     }
     if (!v)
         return -1;
+    if (v->flags & STEER_F_GROUP) {
+        struct steer_key pk = {
+            .laddr = laddr, .raddr = raddr, .lport = lport, .rport = rport, .proto = proto,
+        };
+        __u32 h = mix32(raddr ^ v->seed) ^ mix32((((__u32)rport << 16) | lport) + v->seed);
+
+        return group_member(v, &slip_pins, &pk, h, proto, syn);
+    }
     /* A value out of range names no socket: the frame goes to the kernel (NO_XSK). */
     return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
 }
@@ -179,9 +270,11 @@ static __always_inline int deliver(struct xdp_md *ctx, __u32 stack, __u8 *outcom
     return verdict;
 }
 
-/* Reads the two ports at the start of a TCP or UDP header; the full fixed header must be there. */
-static __always_inline int parse_ports(struct cursor *c, __u8 proto, __u16 *src, __u16 *dst)
+/* Reads the two ports at the start of a TCP or UDP header; the full fixed header must be there.
+ * *syn: 1 for a TCP segment opening a connection (SYN without ACK), else 0. */
+static __always_inline int parse_ports(struct cursor *c, __u8 proto, __u16 *src, __u16 *dst, int *syn)
 {
+    *syn = 0;
     if (proto == IPPROTO_UDP) {
         struct udphdr *uh = cur_pull(c, sizeof(*uh));
 
@@ -197,6 +290,7 @@ static __always_inline int parse_ports(struct cursor *c, __u8 proto, __u16 *src,
         return -1;
     *src = th->source;
     *dst = th->dest;
+    *syn = th->syn && !th->ack;
     return 0;
 }
 
@@ -254,7 +348,7 @@ static __always_inline int icmp_error(struct xdp_md *ctx, struct cursor *c)
         return pass(STEER_C_MALFORMED);
     lport = ports[0];
     rport = ports[1];
-    stack = owned_lookup(inner->saddr, inner->daddr, lport, rport, inner->protocol);
+    stack = owned_lookup(inner->saddr, inner->daddr, lport, rport, inner->protocol, -1);
     if (stack < 0)
         return pass(STEER_C_PASSED);
     count(STEER_C_ICMP_ERR);
@@ -363,7 +457,7 @@ static __always_inline int ipv6_skip_ext(struct cursor *c, __u8 *next, struct fr
 
 /* As owned_lookup: the index of the owning stack, or -1. */
 static __always_inline int owned6_lookup(const __u8 *laddr, const __u8 *raddr, __u16 lport, __u16 rport,
-                                         __u8 proto)
+                                         __u8 proto, int syn)
 {
     struct steer_key6 k = { .lport = lport, .rport = rport, .proto = proto };
     struct steer_val *v;
@@ -371,17 +465,29 @@ static __always_inline int owned6_lookup(const __u8 *laddr, const __u8 *raddr, _
     __builtin_memcpy(k.laddr, laddr, 16);
     __builtin_memcpy(k.raddr, raddr, 16);
     v = bpf_map_lookup_elem(&slip_owned6, &k);
-    if (!v) {
-        __builtin_memset(k.raddr, 0, 16);
-        k.rport = 0;
-        v = bpf_map_lookup_elem(&slip_owned6, &k);
-    }
+    if (v)
+        return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
+    __builtin_memset(k.raddr, 0, 16);
+    k.rport = 0;
+    v = bpf_map_lookup_elem(&slip_owned6, &k);
     if (!v) {
         __builtin_memset(k.laddr, 0, 16);
         v = bpf_map_lookup_elem(&slip_owned6, &k);
     }
     if (!v)
         return -1;
+    if (v->flags & STEER_F_GROUP) {
+        struct steer_key6 pk = { .lport = lport, .rport = rport, .proto = proto };
+        __u32 r[4];
+
+        __builtin_memcpy(pk.laddr, laddr, 16);
+        __builtin_memcpy(pk.raddr, raddr, 16);
+        __builtin_memcpy(r, raddr, 16);
+        __u32 h = mix32(r[0] ^ v->seed) ^ mix32(r[1] + v->seed) ^ mix32(r[2] ^ ~v->seed) ^ mix32(r[3] - v->seed) ^
+                  mix32((((__u32)rport << 16) | lport) + v->seed);
+
+        return group_member(v, &slip_pins6, &pk, h, proto, syn);
+    }
     return v->stack < STEER_MAX_STACKS ? v->stack : STEER_MAX_STACKS;
 }
 
@@ -418,7 +524,7 @@ static __always_inline int icmpv6_error(struct xdp_md *ctx, struct cursor *c)
     __u16 *ports = cur_pull(c, 8);
     if (!ports)
         return pass(STEER_C_MALFORMED);
-    int stack = owned6_lookup(inner->saddr, inner->daddr, ports[0], ports[1], next);
+    int stack = owned6_lookup(inner->saddr, inner->daddr, ports[0], ports[1], next, -1);
     if (stack < 0)
         return pass(STEER_C_PASSED);
     count(STEER_C_ICMP_ERR);
@@ -431,7 +537,7 @@ static __always_inline int steer_ipv6(struct xdp_md *ctx, struct cursor *c, __u3
     struct frag6 fr = {};
     __u16 sport, dport;
     __u8 next, outcome;
-    int verdict;
+    int verdict, syn;
 
     if (!ip6 || (bpf_ntohl(ip6->vtf) >> 28) != 6 ||
         sizeof(*ip6) + (__u32)bpf_ntohs(ip6->payload_len) > frame_len)
@@ -465,9 +571,9 @@ static __always_inline int steer_ipv6(struct xdp_md *ctx, struct cursor *c, __u3
         return icmpv6_error(ctx, c);
     if (next != IPPROTO_TCP && next != IPPROTO_UDP)
         return pass(STEER_C_PASSED);
-    if (parse_ports(c, next, &sport, &dport))
+    if (parse_ports(c, next, &sport, &dport, &syn))
         return pass(STEER_C_MALFORMED);
-    int stack = owned6_lookup(ip6->daddr, ip6->saddr, dport, sport, next);
+    int stack = owned6_lookup(ip6->daddr, ip6->saddr, dport, sport, next, syn);
     if (stack < 0)
         return pass(STEER_C_PASSED);
     verdict = deliver(ctx, stack, &outcome);
@@ -495,7 +601,7 @@ int slip_steer(struct xdp_md *ctx)
     bool first_frag;
     __u16 ip_id;
     __u8 outcome;
-    int verdict, stack;
+    int verdict, stack, syn;
 
     count(STEER_C_RX);
     eth = cur_pull(&c, sizeof(*eth));
@@ -524,10 +630,10 @@ int slip_steer(struct xdp_md *ctx)
         return icmp_error(ctx, &c);
     if (f.proto != IPPROTO_TCP && f.proto != IPPROTO_UDP)
         return pass(STEER_C_PASSED);
-    if (parse_ports(&c, f.proto, &f.sport, &f.dport))
+    if (parse_ports(&c, f.proto, &f.sport, &f.dport, &syn))
         return pass(STEER_C_MALFORMED);
     /* Seen from the stack: the destination is the local side. */
-    stack = owned_lookup(f.daddr, f.saddr, f.dport, f.sport, f.proto);
+    stack = owned_lookup(f.daddr, f.saddr, f.dport, f.sport, f.proto, syn);
     if (stack < 0)
         return pass(STEER_C_PASSED);
 

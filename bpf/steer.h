@@ -27,9 +27,20 @@ struct steer_key {
 
 struct steer_val {
     __u16 stack;                /* index of the owning stack: picks its socket (< STEER_MAX_STACKS) */
-    __u16 flags;
+    __u16 flags;                /* STEER_F_* */
     __u32 pid;                  /* the process that claimed it, for tools */
+    /* STEER_F_GROUP: a SO_REUSEPORT listen key that stacks share. A new flow goes to one of
+     * members & ~parked, picked by a hash of its addresses and ports keyed with seed; a TCP SYN
+     * pins its 4-tuple to that stack (slip_pins) so the connection stays there when members
+     * come and go. A member made as a worker's copy of another stack's listener names that
+     * stack in origin[] (index + 1); a stack whose listener has copies is parked (gets no new
+     * flows) until the last copy leaves. stack is then the lowest member that is not parked. */
+    __u16 members;
+    __u16 parked;
+    __u32 seed;
+    __u8 origin[STEER_MAX_STACKS];
 };
+#define STEER_F_GROUP 0x1
 
 /* Per-CPU counters, indices into the `counters` array map. */
 enum steer_counter {
@@ -80,6 +91,9 @@ struct steer_frag6_key {
     __u32 id;
 };
 
+/* Pins of TCP flows to the member a group's SYN was given to (LRU: an evicted pin falls back to
+ * the hash, which gives the same member while the group's membership stays). */
+#define STEER_MAX_PINS 65536
 /* Extension headers the program walks before it gives a packet to the kernel as unparsable. */
 #define STEER_IPV6_MAX_EXT 8
 

@@ -44,6 +44,8 @@
       .doc = "0: neither open a stack in the group other programs on the same interfaces opened nor serve ours (the interfaces then take one program)") \
     X(STACK_NAME, TEXT, POSIX, .def_doc = "run-PID (slipstream run sets it: a stack per program); unset under a bare LD_PRELOAD: a stack per process", \
       .doc = "processes started with the same name share one stack, as Onload's EF_NAME (slipstream run --name); at most 31 characters of [A-Za-z0-9._-]") \
+    X(WORKER_STACKS, BOOL, POSIX, .def = "1", \
+      .doc = "a fork child holding nothing of its parent's stack but SO_REUSEPORT listeners moves to a stack of its own at its first accept or epoll_ctl on one (a stack per worker: nginx reuseport)") \
     X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
       .doc = "how long the last process of a stack keeps delivering written data at exit (and the stack's guardian, after every process was killed, what they had closed)") \
     X(IO_URING, BOOL, POSIX, .def = "0", \

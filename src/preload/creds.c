@@ -3,7 +3,7 @@
  * sockets (CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF). So the first set*id call of a privileged
  * process opens the stack while it still can; what it made keeps working after the drop (the
  * rings, maps and sockets are already open). The stack is opened lazily otherwise, so this only
- * changes when, not whether. */
+ * changes when, not whether. The same holds for a worker's own stack. */
 #include <unistd.h>
 
 #include "preload/preload.h"
@@ -12,6 +12,10 @@ static void before_drop(void)
 {
     if (!__atomic_load_n(&g_pre.tried, __ATOMIC_ACQUIRE) && geteuid() == 0)
         preload_stack();
+    /* A fork child about to drop root (nginx's workers) moves to a stack of its own now, if it
+     * is to move at all (init.c, SLIP_WORKER_STACKS): it could not open one afterwards. */
+    if (geteuid() == 0)
+        preload_worker_early();
 }
 
 #define CRED_CALL(name, params, args) \

@@ -117,6 +117,7 @@ static void progress_start(void);
 static void stack_exit_register(void);
 static void config_ifaces(struct slip_config *cfg);
 static void progress_atfork_child(void);
+static void progress_atfork_register(void);
 
 __attribute__((constructor)) static void preload_ctor(void)
 {
@@ -137,7 +138,7 @@ __attribute__((constructor)) static void preload_ctor(void)
         preload_stdio_inherited();
         if (g_pre.stack) {
             progress_start();
-            pthread_atfork(NULL, NULL, progress_atfork_child);
+            progress_atfork_register();
             stack_exit_register();
         }
         preload_depth--;
@@ -186,6 +187,10 @@ static void share_keep(struct slip_stack *s)
     if (!slip_share__may_serve(s)) {
         share_drop(&g_share_fd);
         share_drop(&g_named_fd);
+        /* The index token still answers `slipstream stat`: serve_one hands the stack to its
+         * owner or root only, whoever serves (a worker's own stack after it dropped root). */
+        if (slip_stack__token_fd(s) >= 0)
+            slip_share__serve(s, slip_stack__token_fd(s));
         return;
     }
     const char *sname = slip_stack__name(s);
@@ -248,13 +253,18 @@ void preload_unquiesce(void)
     }
 }
 
+/* The stack the progress thread serves: the process's, which changes once when a worker moves
+ * to a stack of its own (worker_takeover, under g_progress_mu). */
+static struct slip_stack *g_progress_stack;
+
 static void *progress_main(void *arg)
 {
-    struct slip_stack *s = arg;
+    (void)arg;
     preload_depth = 1;          /* everything this thread calls goes straight to libc */
     slip_sandbox__thread_started();
     for (;;) {
         pthread_mutex_lock(&g_progress_mu);
+        struct slip_stack *s = g_progress_stack;
         /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
          * leaves them to the stack's other processes. */
         if (!slip_sandbox__limited()) {
@@ -302,22 +312,42 @@ static void progress_start(void)
         return;
     /* in a fork child the parent's thread may have held it at the fork */
     pthread_mutex_init(&g_progress_mu, NULL);
+    g_progress_stack = g_pre.stack;
     __atomic_store_n(&g_progress_pid, getpid(), __ATOMIC_RELEASE);
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
     /* The application's signals must not land on our thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_create(&t, &a, progress_main, g_pre.stack);
+    pthread_create(&t, &a, progress_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
 }
+
+/* A fork child that may move to a stack of its own (preload_listener_use), and the stack it left
+ * (still mapped: its slot there goes when it exits). */
+static bool g_worker_candidate;
+static struct slip_stack *g_left_stack;
 
 static void progress_atfork_child(void)
 {
     preload_block_atfork_child();
     uepoll_atfork_child();      /* after stack.c's handler (registered first) renewed the bells */
     progress_start();
+    uint64_t on;
+    char err[256];
+    slip_env__get(SLIP_ENV_WORKER_STACKS, &on, err, sizeof(err));
+    g_worker_candidate = g_pre.stack && on && !g_left_stack;
+}
+
+/* Registered once per process, whichever stack it opens first (a worker opens a second). */
+static void progress_atfork_register(void)
+{
+    static bool done;
+    if (!done) {
+        done = true;
+        pthread_atfork(NULL, NULL, progress_atfork_child);
+    }
 }
 
 /* At exit the kernel closes the process's fds; the stack's sockets get the same treatment (see
@@ -546,15 +576,24 @@ static struct slip_stack *stack_open_once(void)
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0) {
         /* The sender of the sockets we received first: its stack is ours (only a name of the
          * characters slip_config__from_env accepts). */
-        if (slip_config__stack_name_ok(g_peer_stack_name) && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
+        if (g_left_stack) {
+            /* A worker's own stack: named after its parent's and its pid (unique, joinable). */
+            char nm[64];
+            snprintf(nm, sizeof(nm), "%s.%d", slip_stack__name(g_left_stack), (int)getpid());
+            if (strlen(nm) >= sizeof(cfg.stack_name) || !slip_config__stack_name_ok(nm))
+                snprintf(nm, sizeof(nm), "w%d", (int)getpid());
+            snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", nm);
+        } else if (slip_config__stack_name_ok(g_peer_stack_name) && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
             slip_info("opening the stack %s of the program that sent us sockets", g_peer_stack_name);
             snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", g_peer_stack_name);
         }
         rc = open_or_join(&cfg, err, sizeof(err));
     }
-    if (rc == 0) {
+    if (rc == 0 && g_left_stack) {
+        /* A worker's second stack: the progress thread it has moves over (worker_takeover). */
+    } else if (rc == 0) {
         progress_start();
-        pthread_atfork(NULL, NULL, progress_atfork_child);
+        progress_atfork_register();
         stack_exit_register();
         uint64_t dump;
         slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &dump, err, sizeof(err));
@@ -570,6 +609,149 @@ static struct slip_stack *stack_open_once(void)
     }
     __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
     return g_pre.stack;
+}
+
+/* A stack per worker (SLIP_WORKER_STACKS): a fork child whose accelerated sockets are all
+ * SO_REUSEPORT listeners of its parent's stack, and whose epoll sets watch none yet, opens a
+ * stack of its own in the group at its first accept or epoll_ctl on one of them, or before it
+ * drops root (it could not open one after). Each listener gets a copy there
+ * (slip_tcp__copy_listener): the one in use listens at once, on the same kernel socket; the
+ * others at their first use (a listener the worker never uses, such as another nginx worker's,
+ * must take no connections). The worker then gives its references to the parent's sockets back.
+ * Anything else (a connection, a UDP socket, a listener without SO_REUSEPORT, whose queue the
+ * kernel would share between processes) keeps it in the parent's stack. use_fd: the listener
+ * in use, or -1. Returns 0 when it moved. */
+static int worker_takeover(int use_fd)
+{
+    struct slip_stack *from = g_pre.stack;
+    int n = 0, reuse = 0;
+    socklen_t rl = sizeof(reuse);
+    /* A worker that dropped its user's privileges may not open a stack in the group (its
+     * creator's user only, and AF_XDP sockets need CAP_NET_RAW): it stays. */
+    if (!from || !slip_share__may_serve(from) || uepoll_any_accelerated())
+        return -1;
+    for (int fd = 0; fd < g_pre.nfds; fd++) {
+        struct pfd *p = pfd_get(fd);
+        if (!p || p->kind == PFD_EPOLL)
+            continue;
+        reuse = 0;
+        if (p->kind != PFD_TCP || !p->listening || p->left_sock ||
+            real_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &rl) < 0 || !reuse)
+            return -1;
+        n++;
+    }
+    if (!n || n > 1024)
+        return -1;
+    /* Our new stack: the name we served was the parent's (its processes serve it). */
+    share_drop(&g_named_fd);
+    pthread_mutex_lock(&g_progress_mu);     /* the progress thread is outside the parent's stack */
+    g_left_stack = from;
+    g_pre.stack = NULL;
+    struct slip_stack *to = stack_open_once();
+    int copies[1024];
+    int nc = 0, rc = to ? 0 : -1;
+    for (int fd = 0; fd < g_pre.nfds && rc == 0; fd++) {
+        struct pfd *p = pfd_get(fd);
+        if (!p || p->kind != PFD_TCP)
+            continue;
+        int c = slip_tcp__copy_listener(from, p->sock, to, fd, fd == use_fd);
+        if (c < 0)
+            rc = c;
+        else
+            copies[nc++] = c;
+    }
+    if (rc < 0) {
+        /* Stay where we were: the copies go (their kernel sockets are the listeners' own). */
+        for (int i = 0; to && i < nc; i++)
+            slip_tcp__close(to, copies[i]);
+        if (to)
+            slip_warn("this worker keeps its parent's stack: a listener could not be copied into its own (%s)",
+                      strerror(-rc));
+        g_pre.stack = from;
+        g_left_stack = NULL;
+        __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&g_progress_mu);
+        return -1;
+    }
+    int i = 0;
+    for (int fd = 0; fd < g_pre.nfds; fd++) {
+        struct pfd *p = pfd_get(fd);
+        if (!p || p->kind != PFD_TCP)
+            continue;
+        slip_sock__set_ino(to, true, copies[i], 0);
+        slip_sock__ref(to, true, copies[i], 1);
+        if (fd == use_fd) {
+            if (slip_sock__ref(from, true, p->sock, -1) == 0)
+                slip_tcp__close(from, p->sock);
+        } else {
+            p->left_sock = p->sock + 1;     /* our reference there goes when it listens */
+        }
+        p->sock = copies[i++];
+    }
+    g_progress_stack = to;
+    pthread_mutex_unlock(&g_progress_mu);
+    slip_info("worker %d: %d listener(s) on a stack of its own (%s)", (int)getpid(), nc, slip_stack__name(to));
+    return 0;
+}
+
+/* A worker's listener used for the first time: its copy listens now (see worker_takeover). */
+static void worker_listen(int fd, struct pfd *p)
+{
+    int fsock = p->left_sock - 1;
+    p->left_sock = 0;
+    preload_depth++;
+    int c = slip_tcp__copy_listener(g_left_stack, fsock, g_pre.stack, fd, true);
+    if (c >= 0) {
+        slip_sock__set_ino(g_pre.stack, true, c, 0);
+        slip_sock__ref(g_pre.stack, true, c, 1);
+        if (slip_sock__ref(g_pre.stack, true, p->sock, -1) == 0)
+            slip_tcp__close(g_pre.stack, p->sock);
+        p->sock = c;
+    } else {
+        slip_warn("a listener of this worker could not be copied into its own stack (%s): it takes no connections",
+                  strerror(-c));
+    }
+    if (slip_sock__ref(g_left_stack, true, fsock, -1) == 0)
+        slip_tcp__close(g_left_stack, fsock);
+    preload_depth--;
+}
+
+void preload_worker_forget(struct pfd *p)
+{
+    if (p->left_sock && g_left_stack) {
+        int fsock = p->left_sock - 1;
+        p->left_sock = 0;
+        if (slip_sock__ref(g_left_stack, true, fsock, -1) == 0)
+            slip_tcp__close(g_left_stack, fsock);
+    }
+}
+
+void preload_worker_early(void)
+{
+    if (!g_worker_candidate || !g_pre.stack)
+        return;
+    g_worker_candidate = false;
+    preload_depth++;
+    worker_takeover(-1);
+    preload_depth--;
+}
+
+void preload_listener_use(int fd, struct pfd *p)
+{
+    if (p->used || !g_pre.stack)
+        return;
+    p->used = 1;
+    if (p->left_sock && g_left_stack) {
+        worker_listen(fd, p);
+        return;
+    }
+    if (g_worker_candidate) {
+        g_worker_candidate = false;
+        preload_depth++;
+        worker_takeover(fd);    /* when it moved, p names the copy, which listens */
+        preload_depth--;
+    }
+    slip_tcp__listener_used(g_pre.stack, p->sock);
 }
 
 /* _exit and _Exit end the process without exit handlers: the progress thread must be outside the

@@ -72,6 +72,9 @@ struct pfd {
     /* SO_ZEROCOPY (zerocopy.c): on, the next notification id, the pending range [lo, hi]. */
     uint8_t zerocopy, zc_pending;
     uint8_t recvpktinfo6;       /* IPV6_RECVPKTINFO on an AF_INET6 UDP socket (udp6.c) */
+    uint8_t used;               /* a listener this process accepted or waited on (preload_listener_use) */
+    int left_sock;              /* a worker's listener not used yet: its socket in the stack the worker
+                                 * left, + 1 (sock is a copy that does not listen yet); 0 none */
     uint32_t zc_next, zc_lo, zc_hi;
 };
 
@@ -114,6 +117,18 @@ static inline struct pfd *pfd_get(int fd)
 }
 struct pfd *pfd_new(int fd);
 void pfd_clear(int fd);
+/* Process p's listener fd is about to be accepted from or waited on (accept, epoll_ctl ADD):
+ * the first time, a fork child may move to a stack of its own (SLIP_WORKER_STACKS; init.c), and
+ * the stack learns the listener is used (slip_tcp__listener_used). */
+void preload_listener_use(int fd, struct pfd *p);
+/* A fork child about to drop its privileges: the move preload_listener_use would make at the
+ * first use, made now while the process can still open a stack. */
+void preload_worker_early(void);
+/* The last fd of a worker's listener that never listened closes: its reference in the stack the
+ * worker left goes. */
+void preload_worker_forget(struct pfd *p);
+/* True when an epoll set of this process watches an accelerated socket (wait.c). */
+bool uepoll_any_accelerated(void);
 /* The stack, opened on first use; NULL when it cannot be (fallback to the kernel). */
 struct slip_stack *preload_stack(void);
 /* The same, for a process that receives sockets over the UNIX socket ufd: if it has no stack yet

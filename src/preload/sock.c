@@ -66,6 +66,8 @@ static void sock_unref(struct pfd *p)
 {
     struct slip_stack *s = g_pre.stack;
     bool tcp = p->kind == PFD_TCP;
+    if (p->left_sock)
+        preload_worker_forget(p);
     if (slip_sock__ref(s, tcp, p->sock, -1) == 0) {
         if (tcp)
             slip_tcp__close(s, p->sock);
@@ -517,6 +519,8 @@ int pre_listen(int fd, int backlog)
 static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
     struct pfd *p = pfd_get(fd);
+    if (p && p->kind == PFD_TCP && p->listening && !p->used)
+        preload_listener_use(fd, p);
     if (!p || p->kind != PFD_TCP || !p->listening)
         return real_accept4(fd, sa, len, flags);
     struct slip_stack *s = g_pre.stack;

@@ -613,10 +613,22 @@ static int nested_ctl(int epfd, struct uepoll *ep, int op, int fd, struct epoll_
     return 0;
 }
 
+bool uepoll_any_accelerated(void)
+{
+    bool any = false;
+    pthread_mutex_lock(&g_sets_mu);
+    for (struct uepoll *ep = g_sets; ep && !any; ep = ep->next)
+        any = ep->n > 0 || ep->stack_fds_added || ep->accept_bell_added;
+    pthread_mutex_unlock(&g_sets_mu);
+    return any;
+}
+
 int pre_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
     struct pfd *e = pfd_get(epfd);
     struct pfd *p = pfd_get(fd);
+    if (op == EPOLL_CTL_ADD && e && e->kind == PFD_EPOLL && p && p->kind == PFD_TCP && p->listening && !p->used)
+        preload_listener_use(fd, p);
     if (e && e->kind == PFD_EPOLL && e->ep && p && p->kind == PFD_EPOLL && p->ep)
         return nested_ctl(epfd, e->ep, op, fd, ev);
     if (!e || e->kind != PFD_EPOLL || !p || p->kind == PFD_EPOLL)

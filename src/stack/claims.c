@@ -26,14 +26,85 @@ static void steer_tcp_key6(struct steer_key6 *k, const struct tcp_res *r)
     }
 }
 
+enum group_op { GROUP_JOIN, GROUP_LEAVE, GROUP_UNPARK };
+
+/* Lock held; the group's claim lock held. Joins, leaves or unparks (see steer.h) the SO_REUSEPORT
+ * group of r's listen key on every interface; a failed join leaves nothing behind. */
+static int tcp_res_group(struct slip_stack *s, struct tcp_res *r, enum group_op op)
+{
+    struct steer_key k;
+    struct steer_key6 k6;
+    uint32_t me = s->index, pid = (uint32_t)g_stack_pid;
+    int origin = (int)r->origin - 1, rc = 0;
+    bool v6 = r->v6 & TCP_RES_V6, dual = r->v6 & TCP_RES_DUAL;
+    steer_tcp_key(&k, r);
+    if (v6) {
+        steer_tcp_key6(&k6, r);
+        k.laddr = 0;
+    }
+    if (op == GROUP_UNPARK) {
+        for (unsigned i = 0; i < s->nifs; i++) {
+            struct steer *st = s->ifs[i].steer;
+            if (v6)
+                steer__unpark6(st, &k6, me);
+            if (!v6 || dual)
+                steer__unpark(st, &k, me);
+        }
+        return 0;
+    }
+    unsigned i = 0;
+    for (; i < s->nifs && op == GROUP_JOIN && rc == 0; i++) {
+        struct steer *st = s->ifs[i].steer;
+        if (v6)
+            rc = steer__join6(st, &k6, me, pid, origin);
+        if (rc == 0 && (!v6 || dual))
+            rc = steer__join(st, &k, me, pid, origin);
+    }
+    if (op == GROUP_LEAVE || rc < 0)
+        for (unsigned j = 0; j < (op == GROUP_JOIN ? i : s->nifs); j++) {
+            struct steer *st = s->ifs[j].steer;
+            if (v6)
+                steer__leave6(st, &k6, me);
+            if (!v6 || dual)
+                steer__leave(st, &k, me);
+        }
+    return rc;
+}
+
+/* Lock held. A process accepts or waits on listener r: a listener whose stack was parked by a
+ * worker's copy takes connections again (the copy shares them, as a process of each uses its
+ * listener). Once per listener. */
+void tcp_res_used(struct slip_stack *s, struct tcp_res *r)
+{
+    STACK_ASSERT_LOCKED(s);
+    if (r->used || r->key != 1)
+        return;
+    r->used = 1;
+    if (r->group) {
+        slip_lock__acquire(&s->group->claim_lock);
+        tcp_res_group(s, r, GROUP_UNPARK);
+        slip_lock__release(&s->group->claim_lock);
+    }
+}
+
 /* Lock held. An IPv6 connection or listener is claimed in slip_owned6 (a dual-stack listener in
- * slip_owned as well, on 0.0.0.0); a failure leaves nothing behind. */
+ * slip_owned as well, on 0.0.0.0); a failure leaves nothing behind. A SO_REUSEPORT listener
+ * joins its key's group (bpf/steer.h STEER_F_GROUP): listeners of other stacks on the same key
+ * (another program's, or a worker's own stack) share new connections with it. */
 int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
 {
     STACK_ASSERT_LOCKED(s);
     struct steer_key k;
     struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
     int rc = 0;
+    unsigned sock = (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts);
+    if (r->key == 1 && sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_REUSEPORT)) {
+        slip_lock__acquire(&s->group->claim_lock);
+        rc = tcp_res_group(s, r, GROUP_JOIN);
+        slip_lock__release(&s->group->claim_lock);
+        r->group = rc == 0;
+        return rc;
+    }
     if (r->v6 & TCP_RES_V6) {
         struct steer_key6 k6;
         steer_tcp_key6(&k6, r);
@@ -77,7 +148,11 @@ static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
 void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
 {
     STACK_ASSERT_LOCKED(s);
-    if (r->key && !tcp_res_key_shared(s, r)) {
+    if (r->key && r->group && !tcp_res_key_shared(s, r)) {
+        slip_lock__acquire(&s->group->claim_lock);
+        tcp_res_group(s, r, GROUP_LEAVE);
+        slip_lock__release(&s->group->claim_lock);
+    } else if (r->key && !tcp_res_key_shared(s, r)) {
         struct steer_key k;
         steer_tcp_key(&k, r);
         if (r->v6 & TCP_RES_V6) {

@@ -135,9 +135,11 @@ int group_claim_index(struct slip_stack *s, char *err, size_t errlen)
             continue;
         /* A dead stack that had this index may have left flows naming it: they would reach our
          * sockets. Forget them before our sockets enter the map. */
+        slip_lock__acquire(&s->group->claim_lock);     /* it edits shared SO_REUSEPORT keys */
         for (unsigned i = 0; i < s->nifs; i++)
             if (s->ifs[i].steer)
                 steer__forget_stack(s->ifs[i].steer, k);
+        slip_lock__release(&s->group->claim_lock);
         s->index = k;
         return 0;
     }

@@ -33,6 +33,12 @@ struct tcp_res {
     /* IPv6 (sock_tcp6.c): TCP_RES_V6 the claim is in slip_owned6 by laddr6/raddr6 (laddr/raddr
      * hold the engine's folds), TCP_RES_DUAL a dual-stack listener also claims IPv4 on 0.0.0.0. */
     uint8_t v6;
+    /* group: the listen key is claimed as a member of a SO_REUSEPORT group across stacks
+     * (steer__join). origin: index + 1 of the stack whose listener this one copies (a worker's
+     * own stack took it over, slip_tcp__copy_listener; 0 none): that stack is parked while the
+     * copy is a member. used: a process accepted or waited on this listener (a stack with a used
+     * listener on a key is never parked). */
+    uint8_t group, origin, used;
     struct wire_ipv6_addr laddr6, raddr6;
 };
 #define TCP_RES_V6   0x1

@@ -351,6 +351,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     }
     slip_lock__init(&s->shm->lock);
     slip_lock__init(&s->shm->group.pool_lock);
+    slip_lock__init(&s->shm->group.claim_lock);
     s->group = g ? &((struct slip_shm *)slip_arena__ptr(&s->garena, 0))->group : &s->shm->group;
     s->udp = s->t.udp;
     s->tcp = s->t.tcp;

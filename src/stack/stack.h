@@ -279,6 +279,17 @@ int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 /* Prints one line per TCP connection (state, addresses, cwnd, srtt, retransmits ...). */
 void slip_tcp__dump(struct slip_stack *s, FILE *f);
 
+/* ---- A stack per worker (sock_worker.c) ---- */
+/* Copies listener fsock of stack `from` (listening, SO_REUSEPORT) into stack `to`: its options
+ * and, with listen, its address, port and backlog on the same kernel socket app_kfd, joining its
+ * key's group; `from` is parked then if its listener stays open in another process that never
+ * used a listener on that key. Without listen the copy is a socket with the options only (a
+ * listener the worker has not used yet). Returns the copy's socket. */
+int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stack *to, int app_kfd, bool listen);
+/* A process accepts or waits on listener sock (once per listener is enough): see
+ * slip_tcp__copy_listener. */
+void slip_tcp__listener_used(struct slip_stack *s, int sock);
+
 /* ---- TCP over native IPv6 (sock_tcp6.c) ---- */
 /* Listens on addr (:: = any) at the port app_kfd (the application's AF_INET6 kernel socket) is
  * bound to. Without v6only a listener on :: is dual-stack: IPv4 clients too. scope: the

@@ -47,7 +47,8 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 11  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group */
+#define SLIP_SHM_VERSION 12  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
+                                * 12: SO_REUSEPORT groups across stacks */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -73,6 +74,9 @@ struct slip_group {
     uint64_t refills, spills;           /* batches moved between the group pool and caches */
     uint64_t starved;                   /* a refill found the group pool empty */
     uint32_t hungry;                    /* the last refill was short: others spill to their low mark */
+    /* Serialises edits of shared SO_REUSEPORT listen keys in the XDP maps (claims.c): each is a
+     * read-modify-write of the key's member set. Taken under a stack's lock, never the reverse. */
+    struct slip_lock claim_lock;
 };
 
 #define SLIP_STACK_NAME_MAX 32     /* = sizeof(slip_config.stack_name) */
@@ -203,6 +207,7 @@ int adopt_kfd(int app_kfd, be32 addr, uint16_t *port);
 void tcp_res_take(struct slip_stack *s, int c);
 int tcp_res_claim(struct slip_stack *s, struct tcp_res *r);
 void tcp_res_release(struct slip_stack *s, struct tcp_res *r);
+void tcp_res_used(struct slip_stack *s, struct tcp_res *r);
 bool tcp_res_done(struct slip_stack *s, unsigned i);
 void tcp_res_reap(struct slip_stack *s);
 

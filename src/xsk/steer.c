@@ -405,6 +405,54 @@ int steer__del(struct steer *s, const struct steer_key *k)
     return bpf_map_delete_elem(s->fd_owned, &key);
 }
 
+int steer__join(struct steer *s, const struct steer_key *k, uint32_t stack, uint32_t pid, int origin)
+{
+    struct steer_key key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__join(s->fd_owned, &key, stack, pid, origin);
+}
+
+int steer__join6(struct steer *s, const struct steer_key6 *k, uint32_t stack, uint32_t pid, int origin)
+{
+    if (s->fd_owned6 < 0)
+        return -EOPNOTSUPP;
+    struct steer_key6 key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__join(s->fd_owned6, &key, stack, pid, origin);
+}
+
+int steer__leave(struct steer *s, const struct steer_key *k, uint32_t stack)
+{
+    struct steer_key key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__leave(s->fd_owned, &key, stack);
+}
+
+int steer__leave6(struct steer *s, const struct steer_key6 *k, uint32_t stack)
+{
+    if (s->fd_owned6 < 0)
+        return -EOPNOTSUPP;
+    struct steer_key6 key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__leave(s->fd_owned6, &key, stack);
+}
+
+int steer__unpark(struct steer *s, const struct steer_key *k, uint32_t stack)
+{
+    struct steer_key key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__unpark(s->fd_owned, &key, stack);
+}
+
+int steer__unpark6(struct steer *s, const struct steer_key6 *k, uint32_t stack)
+{
+    if (s->fd_owned6 < 0)
+        return -EOPNOTSUPP;
+    struct steer_key6 key = *k;
+    memset(key.pad, 0, sizeof(key.pad));
+    return steer_map__unpark(s->fd_owned6, &key, stack);
+}
+
 int steer__forget_stack(struct steer *s, uint32_t stack)
 {
     int n = steer_map__forget_stack(s->fd_owned, stack);
@@ -437,11 +485,13 @@ int steer_map__forget_stack(int fd_owned, uint32_t stack)
         while (nd < BATCH && bpf_map_get_next_key(fd_owned, first ? NULL : k, next) == 0) {
             memcpy(k, next, ks);
             first = false;
-            if (bpf_map_lookup_elem(fd_owned, k, &v) == 0 && v.stack == stack)
+            if (bpf_map_lookup_elem(fd_owned, k, &v) == 0 &&
+                ((v.flags & STEER_F_GROUP) ? (stack < STEER_MAX_STACKS && (v.members & (1u << stack))) : v.stack == stack))
                 memcpy(del + (size_t)nd++ * ks, k, ks);
         }
+        /* A group's key loses the member only (steer_map__leave deletes it with the last). */
         for (int i = 0; i < nd; i++)
-            if (bpf_map_delete_elem(fd_owned, del + (size_t)i * ks) == 0)
+            if (steer_map__leave(fd_owned, del + (size_t)i * ks, stack) == 0)
                 n++;
         if (nd < BATCH)
             break;

@@ -34,14 +34,33 @@ int steer__set_xsk(struct steer *s, uint32_t stack, uint32_t queue_id, int xsk_f
 int steer__clear_xsk(struct steer *s, uint32_t stack, uint32_t queue_id);
 int steer__add(struct steer *s, const struct steer_key *k, const struct steer_val *v);
 int steer__del(struct steer *s, const struct steer_key *k);
-/* Deletes every owned flow naming stack (a dead stack's, before its index is used again):
- * how many, or negative errno. */
+/* Deletes every owned flow naming stack (a dead stack's, before its index is used again) and
+ * takes it out of every group it is a member of: how many, or negative errno. */
 int steer__forget_stack(struct steer *s, uint32_t stack);
 /* The same on an owned-flow map's fd (the unit tests' skeleton). */
 int steer_map__forget_stack(int fd_owned, uint32_t stack);
 /* IPv6 flows (slip_owned6). -EOPNOTSUPP when an adopted attachment could not find that map. */
 int steer__add6(struct steer *s, const struct steer_key6 *k, const struct steer_val *v);
 int steer__del6(struct steer *s, const struct steer_key6 *k);
+/* SO_REUSEPORT listen keys shared by stacks (STEER_F_GROUP, steer_group.c). join makes stack a
+ * member of key's group (creating it); origin >= 0: stack's listener is a worker's copy of
+ * origin's, which is parked while copies exist. leave takes stack out (the key goes with its
+ * last member). The caller serialises edits (read-modify-write). */
+int steer__join(struct steer *s, const struct steer_key *k, uint32_t stack, uint32_t pid, int origin);
+int steer__join6(struct steer *s, const struct steer_key6 *k, uint32_t stack, uint32_t pid, int origin);
+int steer__leave(struct steer *s, const struct steer_key *k, uint32_t stack);
+int steer__leave6(struct steer *s, const struct steer_key6 *k, uint32_t stack);
+int steer_map__join(int fd_owned, const void *key, uint32_t stack, uint32_t pid, int origin);
+int steer_map__leave(int fd_owned, const void *key, uint32_t stack);
+/* A parked stack takes new flows again (a process of it uses its listener): its copies become
+ * plain members. 1 when it was parked, 0 when not, negative errno. */
+int steer__unpark(struct steer *s, const struct steer_key *k, uint32_t stack);
+int steer__unpark6(struct steer *s, const struct steer_key6 *k, uint32_t stack);
+int steer_map__unpark(int fd_owned, const void *key, uint32_t stack);
+/* The value edits themselves (pure; unit-tested). leave returns false when no member is left. */
+void steer_val__unpark(struct steer_val *v, uint32_t stack);
+void steer_val__join(struct steer_val *v, bool existed, uint32_t stack, uint32_t pid, int origin, uint32_t seed);
+bool steer_val__leave(struct steer_val *v, uint32_t stack);
 /* Sums the per-CPU counters into out[STEER_C__MAX]. */
 int steer__counters(struct steer *s, uint64_t *out);
 /* Human-readable counter names, index by enum steer_counter. */

@@ -98,12 +98,15 @@ static size_t udp_hdr(uint8_t *p, uint16_t sport, uint16_t dport, size_t payload
     return 8 + payload;
 }
 
+/* The flags tcp_hdr writes: PSH|ACK unless a test opens connections (SYN). */
+static uint8_t g_tcp_flags = 0x18;
+
 static size_t tcp_hdr(uint8_t *p, uint16_t sport, uint16_t dport, size_t payload)
 {
     put16(p, sport);
     put16(p + 2, dport);
     p[12] = 5 << 4;             /* data offset: 20 bytes */
-    p[13] = 0x18;               /* PSH|ACK */
+    p[13] = g_tcp_flags;
     put16(p + 14, 65535);
     memset(p + 20, 't', payload);
     return 20 + payload;
@@ -583,6 +586,107 @@ TEST(test_flows_go_to_their_stack)
     disown(kbad);
     CHECK(bpf_map__delete_elem(skel->maps.slip_xsks, &slot, sizeof(slot), 0), ==, 0);
     close(xsk);
+}
+
+/* Sends one TCP segment from REMOTE:sport to LOCAL:dport; true when it was redirected (to
+ * stack 3, the only one with a socket), false when it went to the kernel for want of one. */
+static bool to_stack3(uint16_t sport, uint16_t dport, bool syn)
+{
+    struct frame f;
+    g_tcp_flags = syn ? 0x02 : 0x10;
+    build_l4(&f, IPPROTO_TCP, sport, dport, 0);
+    g_tcp_flags = 0x18;
+    struct result r = run(f.b, f.len);
+    CHECK(r.rc, ==, 0);
+    CHECK(r.d[STEER_C_REDIRECTED] + r.d[STEER_C_NO_XSK], ==, 1);
+    return r.d[STEER_C_REDIRECTED] == 1;
+}
+
+/* A SO_REUSEPORT listen key shared by stacks 3 and 5 (steer_group.c, STEER_F_GROUP): new
+ * connections are spread over both, each stays with the stack its SYN went to while that stack
+ * is a member, and a worker's copy parks the stack it copies. Stack 5 has no socket, so a
+ * segment given to it goes to the kernel (NO_XSK): that tells the two apart. */
+TEST(test_reuseport_group_across_stacks)
+{
+    enum { N = 64, PORT = 9500 };
+    struct steer_key k = key(IPPROTO_TCP, NULL, NULL, PORT, 0);
+    int fd = bpf_map__fd(skel->maps.slip_owned);
+    uint32_t slot = 3 * STEER_MAX_QUEUES + 0;
+    int xsk = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+    bool at3[N];
+
+    CHECK(xsk, >=, 0);
+    if (xsk < 0)
+        return;
+    CHECK(bpf_map__update_elem(skel->maps.slip_xsks, &slot, sizeof(slot), &xsk, sizeof(xsk), BPF_ANY), ==, 0);
+    CHECK(steer_map__join(fd, &k, 3, 11, -1), ==, 0);
+    CHECK(steer_map__join(fd, &k, 5, 12, -1), ==, 0);
+    int n3 = 0;
+    for (int i = 0; i < N; i++)
+        n3 += at3[i] = to_stack3((uint16_t)(42000 + i), PORT, true);
+    /* Both get some (64 flows, an even split expected: each side below 8 is a 1-in-10^10 event). */
+    CHECK(n3, >, 8);
+    CHECK(n3, <, N - 8);
+    /* The same flows' later segments go where their SYN went. */
+    for (int i = 0; i < N; i++)
+        CHECK(to_stack3((uint16_t)(42000 + i), PORT, false), ==, at3[i]);
+
+    /* Stack 5 becomes a worker's copy of stack 3's listener: 3 is parked (new flows to 5), but
+     * the connections pinned to 3 stay there. */
+    CHECK(steer_map__leave(fd, &k, 5), ==, 0);
+    CHECK(steer_map__join(fd, &k, 5, 13, 3), ==, 0);
+    for (int i = 0; i < 16; i++)
+        CHECK(to_stack3((uint16_t)(43000 + i), PORT, true), ==, false);
+    for (int i = 0; i < N; i++)
+        if (at3[i])
+            CHECK(to_stack3((uint16_t)(42000 + i), PORT, false), ==, true);
+    /* The copy leaves: 3 takes everything again, stack 5's pinned flows included (not a member). */
+    CHECK(steer_map__leave(fd, &k, 5), ==, 0);
+    for (int i = 0; i < N; i++)
+        CHECK(to_stack3((uint16_t)(42000 + i), PORT, false), ==, true);
+    for (int i = 0; i < 16; i++)
+        CHECK(to_stack3((uint16_t)(44000 + i), PORT, true), ==, true);
+
+    /* A dead stack 3 is forgotten: the key goes with its last member. */
+    CHECK(steer_map__forget_stack(fd, 3), ==, 1);
+    struct steer_val v;
+    CHECK(bpf_map__lookup_elem(skel->maps.slip_owned, &k, sizeof(k), &v, sizeof(v), 0), !=, 0);
+    CHECK(bpf_map__delete_elem(skel->maps.slip_xsks, &slot, sizeof(slot), 0), ==, 0);
+    close(xsk);
+}
+
+/* The member set's edits without the program. */
+TEST(test_reuseport_group_values)
+{
+    struct steer_val v;
+    memset(&v, 0xa5, sizeof(v));
+    steer_val__join(&v, false, 2, 1, -1, 77);
+    CHECK(v.flags, ==, STEER_F_GROUP);
+    CHECK(v.members, ==, 1u << 2);
+    CHECK(v.stack, ==, 2);
+    CHECK(v.seed, ==, 77);
+    steer_val__join(&v, true, 4, 1, 2, 0);       /* 4 copies 2's listener */
+    steer_val__join(&v, true, 6, 1, 2, 0);       /* and 6 too */
+    CHECK(v.members, ==, (1u << 2) | (1u << 4) | (1u << 6));
+    CHECK(v.parked, ==, 1u << 2);
+    CHECK(v.stack, ==, 4);
+    CHECK(steer_val__leave(&v, 4), ==, true);
+    CHECK(v.parked, ==, 1u << 2);               /* 6 still copies it */
+    CHECK(v.stack, ==, 6);
+    CHECK(steer_val__leave(&v, 6), ==, true);
+    CHECK(v.parked, ==, 0);
+    CHECK(v.stack, ==, 2);
+    /* A copy of a stack that is no member parks nothing. */
+    steer_val__join(&v, true, 9, 1, 7, 0);
+    CHECK(v.parked, ==, 0);
+    CHECK(v.origin[9], ==, 0);
+    CHECK(steer_val__leave(&v, 2), ==, true);
+    CHECK(v.stack, ==, 9);
+    CHECK(steer_val__leave(&v, 9), ==, false);
+    /* A plain value (a stack gone without leaving) is replaced, not merged. */
+    struct steer_val plain = { .stack = 1, .pid = 5 };
+    steer_val__join(&plain, true, 3, 1, -1, 5);
+    CHECK(plain.members, ==, 1u << 3);
 }
 
 TEST(test_fragment_of_unknown_datagram)
