@@ -151,6 +151,15 @@ void exec_handoff__done(struct exec_handoff *x);
 
 /* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
 void preload_release(int fd);
+/* Drops one reference to the stack socket behind p (sock.c); closes it with the last one. */
+void preload_sock_unref(struct pfd *p);
+/* SCM_RIGHTS (sockfd.c). preload_pass_rights: before (dir 1) a UNIX socket message carries
+ * accelerated fds away a reference travels with each; dir -1 gives them back (the send failed);
+ * the number of accelerated fds in m. preload_adopt_rights: the fds m received on ufd that are
+ * kernel twins of accelerated sockets become those sockets here. */
+struct msghdr;
+int preload_pass_rights(const struct msghdr *m, int dir);
+void preload_adopt_rights(struct msghdr *m, int ufd);
 /* fd stops naming what it named (close, or libc replacing it behind our back: freopen): its
  * socket loses this reference and its epoll registrations go as close() would. */
 void preload_fd_gone(int fd);
