@@ -250,9 +250,9 @@ int pre_v6_autobind(int fd);
  * when the stack does not own the address). pre_udp6_dst: 1 when sa is a native IPv6
  * destination the stack carries for p, -1 when native but the kernel's, 0 when not native. */
 struct wire_ipv6_addr;
-struct udp_peer;
+struct slip_udp_peer;
 bool pre_sa_v6(const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *a, uint32_t *scope, uint16_t *port);
-void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct udp_peer *peer);
+void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct slip_udp_peer *peer);
 int pre_udp6_autobind(int fd, struct pfd *p);
 int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
 int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
@@ -293,8 +293,8 @@ void preload_guard_start(struct slip_stack *s, const char *share);
 
 /* tcpinfo.c: getsockopt(TCP_INFO) from the stack's view of a connection, as Linux's struct
  * tcp_info of this kernel's size (asked of the kernel socket kfd once). 0 or -errno. */
-struct tcp_conn_info;
-int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, socklen_t *len);
+struct slip_tcp_info;
+int pre_tcpinfo__fill(int kfd, const struct slip_tcp_info *in, void *val, socklen_t *len);
 
 /* zerocopy.c: a MSG_ZEROCOPY send on a socket with SO_ZEROCOPY queued data (its completion is
  * pending at once: the stack copied it); recvmsg(MSG_ERRQUEUE) returns it (0, or -EAGAIN). */

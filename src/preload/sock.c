@@ -13,8 +13,6 @@
 
 #include "preload/preload.h"
 #include "stack/stack.h"
-#include "tcp/tcp.h"
-#include "udp/udp.h"
 
 struct pfd *pfd_new(int fd)
 {
@@ -59,7 +57,7 @@ unsigned pfd_poll(struct pfd *p)
         unsigned ev = slip_tcp__poll(g_pre.stack, p->sock);
         /* SO_RCVLOWAT (Linux tcp_poll/tcp_stream_is_readable): readable only with that much
          * queued, unless the stream ended or failed. */
-        struct tcp_conn_info in;
+        struct slip_tcp_info in;
         if (p->rcvlowat && (ev & EPOLLIN) && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
             slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
             ev &= ~(unsigned)(EPOLLIN | EPOLLRDNORM);
@@ -437,7 +435,7 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
     if (!p || p->kind == PFD_EPOLL)
         return real_getpeername(fd, sa, len);
     if (p->kind == PFD_UDP && p->v6) {
-        struct udp_peer peer;
+        struct slip_udp_peer peer;
         int rc = slip_udp6__peer(g_pre.stack, p->sock, &peer);
         if (rc < 0)
             return set_errno(rc);

@@ -12,8 +12,6 @@
 #include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
-#include "tcp/tcp.h"
-#include "udp/udp.h"
 
 /* ---- data ---- */
 
@@ -138,7 +136,7 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
         struct wire_ipv6_addr d6;
         uint32_t scope = 0;
         uint16_t dp6 = 0;
-        struct udp_peer peer;
+        struct slip_udp_peer peer;
         int r6 = sa ? pre_udp6_dst(p, sa, sl, &d6, &scope, &dp6)
                     : (slip_udp6__peer(g_pre.stack, p->sock, &peer) == 0 && peer.v6);
         if (r6 < 0) {
@@ -187,15 +185,15 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
 }
 
 static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl,
-                        int *mflags, struct udp_peer *peer_out)
+                        int *mflags, struct slip_udp_peer *peer_out)
 {
     struct slip_stack *s = g_pre.stack;
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
     for (;;) {
         be32 a;
         uint16_t port;
-        struct udp_peer peer;
-        unsigned uf = UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? UDP_RECV_PEEK : 0);
+        struct slip_udp_peer peer;
+        unsigned uf = SLIP_UDP_RECV_TRUNC | ((flags & MSG_PEEK) ? SLIP_UDP_RECV_PEEK : 0);
         /* An AF_INET6 socket may hold datagrams of both families (udp6.c). */
         ssize_t full = p->v6 ? slip_udp6__recvfrom(s, p->sock, buf, len, &peer, uf)
                              : slip_udp__recvfrom(s, p->sock, buf, len, &a, &port, uf);
@@ -372,7 +370,7 @@ ssize_t pre_recvmsg(int fd, struct msghdr *m, int flags)
         for (size_t i = 0; i < m->msg_iovlen; i++)
             cap += m->msg_iov[i].iov_len;
         socklen_t nl = m->msg_namelen;
-        struct udp_peer peer = { 0 };
+        struct slip_udp_peer peer = { 0 };
         size_t ctl_cap = ctl_room;
         ssize_t r = udp_recv(fd, p, bounce, SLIP_MIN(cap, (size_t)PRELOAD_SCRATCH_BYTES), flags & ~MSG_TRUNC,
                              m->msg_name, m->msg_name ? &nl : NULL, &m->msg_flags, &peer);

@@ -10,9 +10,6 @@
 
 #include "preload/preload.h"
 #include "stack/stack.h"
-#include "tcp/cc/cc.h"
-#include "tcp/tcp.h"
-#include "udp/udp.h"
 
 #ifndef SIOCOUTQ
 #define SIOCOUTQ TIOCOUTQ
@@ -33,7 +30,7 @@ static int put_int(void *val, socklen_t *len, int v)
 
 static int tcp_info_fill(struct pfd *p, int fd, void *val, socklen_t *len)
 {
-    struct tcp_conn_info in;
+    struct slip_tcp_info in;
     int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
     if (rc < 0)
         return set_errno(rc);
@@ -46,19 +43,19 @@ static int tcp_opt_of(int level, int opt)
 {
     if (level == IPPROTO_TCP) {
         switch (opt) {
-        case TCP_NODELAY: return TCPO_NODELAY;
-        case TCP_CORK: return TCPO_CORK;
-        case TCP_KEEPIDLE: return TCPO_KEEPIDLE;
-        case TCP_KEEPINTVL: return TCPO_KEEPINTVL;
-        case TCP_KEEPCNT: return TCPO_KEEPCNT;
-        case TCP_MAXSEG: return TCPO_MAXSEG;
+        case TCP_NODELAY: return SLIP_TCPO_NODELAY;
+        case TCP_CORK: return SLIP_TCPO_CORK;
+        case TCP_KEEPIDLE: return SLIP_TCPO_KEEPIDLE;
+        case TCP_KEEPINTVL: return SLIP_TCPO_KEEPINTVL;
+        case TCP_KEEPCNT: return SLIP_TCPO_KEEPCNT;
+        case TCP_MAXSEG: return SLIP_TCPO_MAXSEG;
         }
     } else if (level == SOL_SOCKET) {
         switch (opt) {
-        case SO_KEEPALIVE: return TCPO_KEEPALIVE;
-        case SO_RCVBUF: return TCPO_RCVBUF;
-        case SO_SNDBUF: return TCPO_SNDBUF;
-        case SO_REUSEPORT: return TCPO_REUSEPORT;   /* listen() also reads it from the kernel socket */
+        case SO_KEEPALIVE: return SLIP_TCPO_KEEPALIVE;
+        case SO_RCVBUF: return SLIP_TCPO_RCVBUF;
+        case SO_SNDBUF: return SLIP_TCPO_SNDBUF;
+        case SO_REUSEPORT: return SLIP_TCPO_REUSEPORT;   /* listen() also reads it from the kernel socket */
         }
     }
     return -1;
@@ -148,7 +145,7 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         int kv = 0;
         socklen_t kl = sizeof(kv);
         if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
-            slip_tcp__setopt(g_pre.stack, p->sock, opt == IPV6_TCLASS ? TCPO_TCLASS : TCPO_HOPS, kv);
+            slip_tcp__setopt(g_pre.stack, p->sock, opt == IPV6_TCLASS ? SLIP_TCPO_TCLASS : SLIP_TCPO_HOPS, kv);
         return 0;
     }
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
@@ -161,16 +158,16 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
     if (level == SOL_SOCKET && opt == SO_LINGER && len >= (socklen_t)sizeof(struct linger)) {
         struct linger l;
         memcpy(&l, val, sizeof(l));
-        o = TCPO_LINGER;
+        o = SLIP_TCPO_LINGER;
         v = l.l_onoff ? l.l_linger : -1;
     }
     if (level == IPPROTO_TCP && opt == TCP_CONGESTION) {
         char name[16] = "";
         memcpy(name, val, SLIP_MIN((size_t)len, sizeof(name) - 1));
-        int cc = tcp_cc__by_name(name);
+        int cc = slip_tcp__cc_by_name(name);
         if (cc < 0)
             return 0;   /* the kernel accepted it; we keep our default */
-        o = TCPO_CONGESTION;
+        o = SLIP_TCPO_CONGESTION;
         v = cc;
     }
     if ((level == SOL_SOCKET && (opt == SO_RCVBUF || opt == SO_SNDBUF)))
@@ -197,12 +194,12 @@ int pre_ioctl(int fd, unsigned long req, void *arg)
     if ((req == FIONREAD || req == SIOCOUTQ) && arg) {
         int v = 0;
         if (p->kind == PFD_TCP) {
-            struct tcp_conn_info in;
+            struct slip_tcp_info in;
             if (slip_tcp__info(g_pre.stack, p->sock, &in) == 0)
                 v = (int)(req == FIONREAD ? in.rcv_queued : in.snd_queued + in.unacked);
         } else if (req == FIONREAD) {
             char c;
-            ssize_t n = slip_udp__recvfrom(g_pre.stack, p->sock, &c, 1, NULL, NULL, UDP_RECV_PEEK | UDP_RECV_TRUNC);
+            ssize_t n = slip_udp__recvfrom(g_pre.stack, p->sock, &c, 1, NULL, NULL, SLIP_UDP_RECV_PEEK | SLIP_UDP_RECV_TRUNC);
             v = n > 0 ? (int)n : 0;
         }
         *(int *)arg = v;

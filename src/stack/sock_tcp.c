@@ -1,4 +1,6 @@
 /* The stack's TCP socket calls (the internal API the POSIX layer uses); each takes the lock. */
+#include <netinet/tcp.h>
+
 #include "stack/stack_int.h"
 
 /* ---- TCP entry points ---- */
@@ -245,13 +247,86 @@ int slip_tcp__getopt(struct slip_stack *s, int sock, int opt, int *val)
     return tcp_conn__getopt(s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
 }
 
-int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
+/* The facade's option numbers are the engine's (a cast translates them). */
+_Static_assert(SLIP_TCPO_NODELAY == (int)TCPO_NODELAY && SLIP_TCPO_CORK == (int)TCPO_CORK &&
+               SLIP_TCPO_KEEPALIVE == (int)TCPO_KEEPALIVE && SLIP_TCPO_KEEPIDLE == (int)TCPO_KEEPIDLE &&
+               SLIP_TCPO_KEEPINTVL == (int)TCPO_KEEPINTVL && SLIP_TCPO_KEEPCNT == (int)TCPO_KEEPCNT &&
+               SLIP_TCPO_LINGER == (int)TCPO_LINGER && SLIP_TCPO_RCVBUF == (int)TCPO_RCVBUF &&
+               SLIP_TCPO_SNDBUF == (int)TCPO_SNDBUF && SLIP_TCPO_MAXSEG == (int)TCPO_MAXSEG &&
+               SLIP_TCPO_CONGESTION == (int)TCPO_CONGESTION && SLIP_TCPO_REUSEPORT == (int)TCPO_REUSEPORT &&
+               SLIP_TCPO_TCLASS == (int)TCPO_TCLASS && SLIP_TCPO_HOPS == (int)TCPO_HOPS,
+               "enum slip_tcp_opt follows enum tcp_opt");
+
+int slip_tcp__cc_by_name(const char *name)
+{
+    return tcp_cc__by_name(name);
+}
+
+/* The engine's view of a connection as the facade gives it (struct slip_tcp_info). */
+static void tcp_info_out(const struct tcp_conn_info *in, struct slip_tcp_info *o)
+{
+    /* Linux's TCP_* state numbers (<netinet/tcp.h>) by TCPS_*. TIME_WAIT reads as CLOSE: Linux
+     * moves the connection to a timewait mini-socket and the application's socket is left in
+     * CLOSE. */
+    static const uint8_t linux_state[TCP_NSTATES] = {
+        [TCPS_CLOSED] = TCP_CLOSE, [TCPS_LISTEN] = TCP_LISTEN, [TCPS_SYN_SENT] = TCP_SYN_SENT,
+        [TCPS_SYN_RECEIVED] = TCP_SYN_RECV, [TCPS_ESTABLISHED] = TCP_ESTABLISHED,
+        [TCPS_CLOSE_WAIT] = TCP_CLOSE_WAIT, [TCPS_FIN_WAIT_1] = TCP_FIN_WAIT1, [TCPS_CLOSING] = TCP_CLOSING,
+        [TCPS_LAST_ACK] = TCP_LAST_ACK, [TCPS_FIN_WAIT_2] = TCP_FIN_WAIT2, [TCPS_TIME_WAIT] = TCP_CLOSE,
+    };
+    memset(o, 0, sizeof(*o));
+    o->state = in->state < TCP_NSTATES ? linux_state[in->state] : TCP_CLOSE;
+    o->ca_state = in->ca_state;
+    o->backoff = in->backoff;
+    o->probes = in->probes;
+    o->snd_wscale = in->snd_wscale;
+    o->rcv_wscale = in->rcv_wscale;
+    o->sack = in->sack;
+    o->timestamps = in->timestamps;
+    o->rto_us = in->rto_us;
+    o->ato_us = (uint32_t)(TCP_DELACK_TIME / SLIP_USEC);
+    o->srtt_us = in->srtt_us;
+    o->rttvar_us = in->rttvar_us;
+    o->mss = in->mss;
+    o->rcv_mss = in->rcv_mss;
+    o->advmss = in->advmss;
+    o->cwnd = in->cwnd;
+    o->ssthresh = in->ssthresh;
+    o->snd_wnd = in->snd_wnd;
+    o->rcv_wnd = in->rcv_wnd;
+    o->rcv_space = in->rcv_space;
+    o->reordering = in->reordering;
+    o->sacked = in->sacked;
+    o->snd_queued = in->snd_queued;
+    o->rcv_queued = in->rcv_queued;
+    o->unacked = in->unacked;
+    o->notsent = in->notsent;
+    o->last_data_sent_ms = in->last_data_sent_ms;
+    o->last_data_recv_ms = in->last_data_recv_ms;
+    o->last_ack_recv_ms = in->last_ack_recv_ms;
+    o->busy_us = in->busy_us;
+    o->rwnd_limited_us = in->rwnd_limited_us;
+    o->sndbuf_limited_us = in->sndbuf_limited_us;
+    o->segs_in = in->st.segs_in;
+    o->segs_out = in->st.segs_out;
+    o->bytes_in = in->st.bytes_in;
+    o->bytes_out = in->st.bytes_out;
+    o->bytes_acked = in->st.bytes_acked;
+    o->retransmits = in->st.retransmits;
+    o->retrans_bytes = in->st.retrans_bytes;
+    o->rto_expiries = in->st.rto_expiries;
+}
+
+int slip_tcp__info(struct slip_stack *s, int sock, struct slip_tcp_info *out)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    struct tcp_conn_info in;
     stack_lock(s);
-    int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), out);
+    int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), &in);
     stack_unlock(s);
+    if (rc == 0)
+        tcp_info_out(&in, out);
     return rc;
 }
 

@@ -1,6 +1,10 @@
 /* The stack's UDP socket calls (the internal API the POSIX layer uses); each takes the lock. */
 #include "stack/stack_int.h"
 
+/* The facade's receive flags are the engine's. */
+_Static_assert(SLIP_UDP_RECV_PEEK == UDP_RECV_PEEK && SLIP_UDP_RECV_TRUNC == UDP_RECV_TRUNC,
+               "SLIP_UDP_RECV_* follow UDP_RECV_*");
+
 static bool sock_ok(struct slip_stack *s, int sock)
 {
     return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;

@@ -98,7 +98,20 @@ bool slip_udp6__bound6(struct slip_stack *s, int sock)
     return sock_ok(s, sock) && s->udp->socks[sock].in6;
 }
 
-int slip_udp6__peer(struct slip_stack *s, int sock, struct udp_peer *p)
+/* The engine's peer as the facade names it. */
+static void peer_out(const struct udp_peer *in, struct slip_udp_peer *o)
+{
+    o->v6 = in->v6;
+    o->v4 = in->v4;
+    o->a6 = in->a6;
+    o->scope = in->scope;
+    o->port = in->port;
+    o->has_dst = in->has_dst;
+    o->dst = in->dst;
+    o->ifindex = in->ifindex;
+}
+
+int slip_udp6__peer(struct slip_stack *s, int sock, struct slip_udp_peer *p)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
@@ -134,14 +147,17 @@ ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *i
     return rc;
 }
 
-ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct udp_peer *from,
+ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct slip_udp_peer *from,
                             unsigned flags)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
+    struct udp_peer peer;
     stack_lock(s);
-    ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from, flags);
+    ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from ? &peer : NULL, flags);
     stack_unlock(s);
+    if (rc >= 0 && from)
+        peer_out(&peer, from);
     return rc;
 }
 
