@@ -200,7 +200,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
             /* A listener with news (a connection to accept) wakes this process's epoll sets
              * that hold only listeners and sleep on the accept bell (preload wait.c). */
             if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
-                s->tcp->conns[w].state == TCPS_LISTEN)
+                tcp_conn__state(s->tcp, w) == TCPS_LISTEN)
                 slip_stack__ring_accept_bell(s);
         }
     }

@@ -7,7 +7,7 @@
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->t.max_conns && tcp_conn__user(s->tcp, (slip_idx_t)sock);
 }
 
 int slip_tcp__open(struct slip_stack *s)
@@ -40,7 +40,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
         reuseport = 0;
     stack_lock(s);
     struct tcp_res *r = &s->t.ts[sock].res;
-    if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
+    if (app_kfd >= 0 && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
     if (rc == 0) {
@@ -69,10 +69,13 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
     int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
     if (c >= 0) {
         tcp_res_take(s, c);
+        be32 ra;
+        uint16_t rp;
+        tcp_conn__remote(s->tcp, (slip_idx_t)c, &ra, &rp);
         if (raddr)
-            *raddr = s->tcp->conns[c].raddr;
+            *raddr = ra;
         if (rport)
-            *rport = s->tcp->conns[c].rport;
+            *rport = rp;
     }
     stack_unlock(s);
     return c;
@@ -92,7 +95,8 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
+    if (rc == 0 && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED &&
+        (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
         tcp_res_release(s, &s->t.ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
@@ -136,10 +140,10 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     bool cork = tx_deferring(s);
     if (s->shm->ncork >= s->t.max_conns)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
-    bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
+    bool corked = tcp_conn__autocorked(s->tcp, (slip_idx_t)sock);
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
                                 (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
-    if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
+    if (cork && !corked && tcp_conn__autocorked(s->tcp, (slip_idx_t)sock))
         s->t.cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);
     stack_unlock(s);
@@ -163,25 +167,31 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
 void listener_handover(struct slip_stack *s, int sock)
 {
     STACK_ASSERT_LOCKED(s);
-    struct tcp_conn *c = &s->tcp->conns[sock];
-    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
-        struct tcp_conn *ch = &s->tcp->conns[i];
-        if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->t.ts[i].res.key)
+    struct tcp_names l;
+    tcp_conn__names(s->tcp, (slip_idx_t)sock, &l);
+    uint32_t high = tcp_shared__high(s->tcp);
+    for (uint32_t i = 0; i < high; i++) {
+        uint8_t st = tcp_conn__state(s->tcp, i);
+        if ((int)i == sock || st == TCPS_CLOSED || st == TCPS_LISTEN || !tcp_conn__passive(s->tcp, i) ||
+            s->t.ts[i].res.key)
+            continue;
+        struct tcp_names ch;
+        tcp_conn__names(s->tcp, i, &ch);
+        if (ch.lport != l.lport)
             continue;
         struct tcp_res *cr = &s->t.ts[i].res;
         cr->key = 2;
-        cr->laddr = ch->laddr;
-        cr->lport = ch->lport;
-        cr->raddr = ch->raddr;
-        cr->rport = ch->rport;
-        if (ch->flags & TCPF_V6) {
+        cr->laddr = ch.laddr;
+        cr->lport = ch.lport;
+        cr->raddr = ch.raddr;
+        cr->rport = ch.rport;
+        if (ch.v6) {
             cr->v6 = TCP_RES_V6;
-            cr->laddr6 = ch->laddr6;
-            cr->raddr6 = ch->raddr6;
+            cr->laddr6 = ch.laddr6;
+            cr->raddr6 = ch.raddr6;
         }
         tcp_res_claim(s, cr);
-        if (!(ch->flags & TCPF_USER)) {
+        if (!tcp_conn__user(s->tcp, i)) {
             cr->pending = 1;
             s->shm->tres_pending++;
         }
@@ -194,11 +204,11 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         return -EBADF;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
-    bool listener = s->tcp->conns[sock].state == TCPS_LISTEN;
+    bool listener = tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_LISTEN;
     if (listener && how != SHUT_WR)
         listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
-    if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
+    if (rc == 0 && listener && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED)
         tcp_res_release(s, &s->t.ts[sock].res);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
@@ -211,19 +221,16 @@ int slip_tcp__close(struct slip_stack *s, int sock)
         return -EBADF;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
-    struct tcp_conn *c = &s->tcp->conns[sock];
     struct tcp_res *r = &s->t.ts[sock].res;
-    if (c->state == TCPS_LISTEN) {
+    if (tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_LISTEN) {
         listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         tcp_res_release(s, r);
     } else {
         /* Remember the 4-tuple to recognise the connection until the engine frees it. */
         if (!r->key) {
-            r->laddr = c->laddr;
-            r->lport = c->lport;
-            r->raddr = c->raddr;
-            r->rport = c->rport;
+            tcp_conn__local(s->tcp, (slip_idx_t)sock, &r->laddr, &r->lport);
+            tcp_conn__remote(s->tcp, (slip_idx_t)sock, &r->raddr, &r->rport);
         }
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         if (r->key || r->kfd > 0) {
@@ -334,11 +341,9 @@ int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    uint8_t st = s->tcp->conns[sock].state;
-    if (st == TCPS_CLOSED || st == TCPS_LISTEN || st == TCPS_SYN_SENT)
+    if (!tcp_conn__has_peer(s->tcp, (slip_idx_t)sock))
         return -ENOTCONN;
-    *addr = s->tcp->conns[sock].raddr;
-    *port = s->tcp->conns[sock].rport;
+    tcp_conn__remote(s->tcp, (slip_idx_t)sock, addr, port);
     return 0;
 }
 
@@ -375,7 +380,6 @@ int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    *addr = s->tcp->conns[sock].laddr;
-    *port = s->tcp->conns[sock].lport;
+    tcp_conn__local(s->tcp, (slip_idx_t)sock, addr, port);
     return 0;
 }

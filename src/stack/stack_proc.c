@@ -122,7 +122,7 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
 {
     if (tcp)
         return __atomic_load_n(&s->t.ts[sock].evgen, __ATOMIC_RELAXED);
-    return (uint32_t)s->udp->socks[sock].rx_datagrams;
+    return (uint32_t)udp_sock__rx_datagrams(s->udp, (slip_idx_t)sock);
 }
 
 size_t slip_sock__tcp_evgen_stride(void)
@@ -338,20 +338,13 @@ int slip_stack__reap(struct slip_stack *s)
     return proc_reap_now(s, now);
 }
 
-/* Connections still delivering what the application wrote before closing: data or FIN not
- * acknowledged yet. */
-bool conn_unfinished(const struct tcp_conn *c)
-{
-    return c->state == TCPS_FIN_WAIT_1 || c->state == TCPS_CLOSING || c->state == TCPS_LAST_ACK ||
-           ((c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT) && c->sndq.bytes);
-}
-
 static unsigned tcp_unfinished(struct slip_stack *s)
 {
     unsigned n = 0;
     stack_lock(s);
-    for (uint32_t i = 0; i < s->tcp->high_water; i++)
-        n += conn_unfinished(&s->tcp->conns[i]);
+    uint32_t high = tcp_shared__high(s->tcp);
+    for (uint32_t i = 0; i < high; i++)
+        n += tcp_conn__unfinished(s->tcp, i);
     stack_unlock(s);
     return n;
 }
