@@ -22,6 +22,7 @@ static void key6(struct steer_key6 *k, const struct wire_ipv6_addr *addr, uint16
  * group still needs them. */
 void udp6_unclaim(struct slip_stack *s, int sock)
 {
+    STACK_ASSERT_LOCKED(s);
     if (udp_sock__port_shared6(s->udp, (slip_idx_t)sock, slip_socktab__udp_high(&s->t)))
         return;
     struct wire_ipv6_addr la;

@@ -248,8 +248,9 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
  * the connection of an acceptor's last hand-over before a loaded worker took it (ENOTCONN in
  * the worker). One never received (the UNIX socket closed with it unread) keeps the socket open
  * until the stack goes. */
-static void proc_detach_inflight(uint32_t *count, uint32_t inflight, int32_t *from, int c)
+static void proc_detach_inflight(struct slip_stack *s, uint32_t *count, uint32_t inflight, int32_t *from, int c)
 {
+    STACK_ASSERT_LOCKED(s);
     if (!inflight || *from != c)
         return;
     uint32_t n = __atomic_load_n(count, __ATOMIC_RELAXED);
@@ -265,9 +266,9 @@ static void proc_release_slot(struct slip_stack *s, int c)
     uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
     stack_lock(s);
     for (uint32_t i = 0; i < th; i++)
-        proc_detach_inflight(&pt[i], s->t.ts[i].inflight, &s->t.ts[i].inflight_slot, c);
+        proc_detach_inflight(s, &pt[i], s->t.ts[i].inflight, &s->t.ts[i].inflight_slot, c);
     for (uint32_t i = 0; i < uh; i++)
-        proc_detach_inflight(&pu[i], s->t.us[i].inflight, &s->t.us[i].inflight_slot, c);
+        proc_detach_inflight(s, &pu[i], s->t.us[i].inflight, &s->t.us[i].inflight_slot, c);
     stack_unlock(s);
     for (uint32_t i = 0; i < th; i++) {
         uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
