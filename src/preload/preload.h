@@ -188,7 +188,7 @@ unsigned pfd_poll(struct pfd *p);
 /* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when
  * extra_fd (>= 0) is readable. 0, -EAGAIN on timeout, -EINTR. */
 int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
-/* Many threads waiting on one stack (sock.c): one per process, the poller, sleeps on the
+/* Many threads waiting on one stack (sockwait.c): one per process, the poller, sleeps on the
  * stack's wait fds; the others sleep on futexes of the TCP sockets they wait for (at most
  * PRELOAD_FUTEX_MAX). preload_futex_round: 1 = the caller became the poller (sleep on the fds,
  * then preload_poller_leave), 0 = it slept on the futexes or ready(arg) was already true (look
