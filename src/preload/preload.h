@@ -166,6 +166,15 @@ void exec_handoff__done(struct exec_handoff *x);
 
 /* Drops the stack socket behind fd (last reference) and leaves fd to the kernel. */
 void preload_release(int fd);
+/* Drops one reference to the stack socket behind p (sock.c); closes it with the last one. */
+void preload_sock_unref(struct pfd *p);
+/* SCM_RIGHTS (sockfd.c). preload_pass_rights: before (dir 1) a UNIX socket message carries
+ * accelerated fds away a reference travels with each; dir -1 gives them back (the send failed);
+ * the number of accelerated fds in m. preload_adopt_rights: the fds m received on ufd that are
+ * kernel twins of accelerated sockets become those sockets here. */
+struct msghdr;
+int preload_pass_rights(const struct msghdr *m, int dir);
+void preload_adopt_rights(struct msghdr *m, int ufd);
 /* fd stops naming what it named (close, or libc replacing it behind our back: freopen): its
  * socket loses this reference and its epoll registrations go as close() would. */
 void preload_fd_gone(int fd);
@@ -194,7 +203,7 @@ unsigned pfd_poll(struct pfd *p);
 /* Waits until p is ready for want (or an error/hangup), timeout_ms (-1 forever), also waking when
  * extra_fd (>= 0) is readable. 0, -EAGAIN on timeout, -EINTR. */
 int preload_block(struct pfd *p, unsigned want, int timeout_ms, int extra_fd);
-/* Many threads waiting on one stack (sock.c): one per process, the poller, sleeps on the
+/* Many threads waiting on one stack (sockwait.c): one per process, the poller, sleeps on the
  * stack's wait fds; the others sleep on futexes of the TCP sockets they wait for (at most
  * PRELOAD_FUTEX_MAX). preload_futex_round: 1 = the caller became the poller (sleep on the fds,
  * then preload_poller_leave), 0 = it slept on the futexes or ready(arg) was already true (look
@@ -256,9 +265,9 @@ int pre_v6_autobind(int fd);
  * when the stack does not own the address). pre_udp6_dst: 1 when sa is a native IPv6
  * destination the stack carries for p, -1 when native but the kernel's, 0 when not native. */
 struct wire_ipv6_addr;
-struct udp_peer;
+struct slip_udp_peer;
 bool pre_sa_v6(const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *a, uint32_t *scope, uint16_t *port);
-void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct udp_peer *peer);
+void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct slip_udp_peer *peer);
 int pre_udp6_autobind(int fd, struct pfd *p);
 int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t len);
 int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *dst,
@@ -299,8 +308,8 @@ void preload_guard_start(struct slip_stack *s, const char *share);
 
 /* tcpinfo.c: getsockopt(TCP_INFO) from the stack's view of a connection, as Linux's struct
  * tcp_info of this kernel's size (asked of the kernel socket kfd once). 0 or -errno. */
-struct tcp_conn_info;
-int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, socklen_t *len);
+struct slip_tcp_info;
+int pre_tcpinfo__fill(int kfd, const struct slip_tcp_info *in, void *val, socklen_t *len);
 
 /* zerocopy.c: a MSG_ZEROCOPY send on a socket with SO_ZEROCOPY queued data (its completion is
  * pending at once: the stack copied it); recvmsg(MSG_ERRQUEUE) returns it (0, or -EAGAIN). */

@@ -12,7 +12,6 @@
 
 #include "preload/preload.h"
 #include "stack/stack.h"
-#include "tcp/tcp.h"
 
 #define SPLICE_CHUNK PRELOAD_SCRATCH_BYTES
 
@@ -121,9 +120,9 @@ static ssize_t from_socket(struct pfd *p, int pipefd, size_t len, bool nb)
 /* Room in the socket's send queue, in bytes. */
 static size_t sock_room(struct pfd *p)
 {
-    struct tcp_conn_info in;
+    struct slip_tcp_info in;
     int sndbuf = 0;
-    if (slip_tcp__info(g_pre.stack, p->sock, &in) < 0 || slip_tcp__getopt(g_pre.stack, p->sock, TCPO_SNDBUF, &sndbuf) < 0)
+    if (slip_tcp__info(g_pre.stack, p->sock, &in) < 0 || slip_tcp__getopt(g_pre.stack, p->sock, SLIP_TCPO_SNDBUF, &sndbuf) < 0)
         return 0;
     return (size_t)sndbuf > in.snd_queued ? (size_t)sndbuf - in.snd_queued : 0;
 }

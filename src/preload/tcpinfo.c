@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 #include "preload/preload.h"
-#include "tcp/tcp.h"
+#include "stack/stack.h"
 
 /* Linux's uapi layout (include/uapi/linux/tcp.h): the kernel only ever appends to it. glibc's
  * <netinet/tcp.h> stops at tcpi_total_retrans (104 bytes); this goes to tcpi_total_rto_time. */
@@ -73,20 +73,17 @@ static uint32_t segs(uint64_t bytes, uint32_t mss)
     return s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
 }
 
-int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, socklen_t *len)
+int pre_tcpinfo__fill(int kfd, const struct slip_tcp_info *in, void *val, socklen_t *len)
 {
     if (!len)
         return -EFAULT;
     if ((int)*len < 0)
         return -EINVAL;
-    /* Linux's TCP_STATE numbering for the states we share. TIME_WAIT reads as CLOSE: Linux moves
-     * the connection to a timewait mini-socket and the application's socket is left in CLOSE. */
-    static const uint8_t linux_state[] = { 7, 10, 2, 3, 1, 8, 4, 11, 9, 5, 7 };
     uint8_t out[1024];
     struct linux_tcp_info ti;
     memset(&ti, 0, sizeof(ti));
     uint32_t mss = in->mss;
-    ti.state = in->state < sizeof(linux_state) ? linux_state[in->state] : 7;
+    ti.state = in->state;    /* Linux's numbering already (stack.h) */
     ti.ca_state = in->ca_state;
     ti.retransmits = in->backoff;
     ti.probes = in->probes;
@@ -95,7 +92,7 @@ int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, sockle
                  (in->snd_wscale || in->rcv_wscale ? TI_OPT_WSCALE : 0);
     ti.wscale = (uint8_t)((in->snd_wscale & 0xf) | (in->rcv_wscale & 0xf) << 4);
     ti.rto = in->rto_us;
-    ti.ato = TCP_DELACK_TIME / SLIP_USEC;
+    ti.ato = in->ato_us;
     ti.snd_mss = mss;
     ti.rcv_mss = in->rcv_mss;
     ti.unacked = segs(in->unacked, mss);            /* Linux: packets_out */
@@ -112,22 +109,22 @@ int pre_tcpinfo__fill(int kfd, const struct tcp_conn_info *in, void *val, sockle
     ti.advmss = in->advmss;
     ti.reordering = in->reordering;
     ti.rcv_space = in->rcv_space;
-    ti.total_retrans = (uint32_t)in->st.retransmits;
+    ti.total_retrans = (uint32_t)in->retransmits;
     ti.max_pacing_rate = UINT64_MAX;                /* Linux: ~0 unless SO_MAX_PACING_RATE */
-    ti.bytes_acked = in->st.bytes_acked;
-    ti.bytes_received = in->st.bytes_in;
-    ti.segs_out = (uint32_t)in->st.segs_out;
-    ti.segs_in = (uint32_t)in->st.segs_in;
+    ti.bytes_acked = in->bytes_acked;
+    ti.bytes_received = in->bytes_in;
+    ti.segs_out = (uint32_t)in->segs_out;
+    ti.segs_in = (uint32_t)in->segs_in;
     ti.notsent_bytes = in->notsent;
     ti.busy_time = in->busy_us;
     ti.rwnd_limited = in->rwnd_limited_us;
     ti.sndbuf_limited = in->sndbuf_limited_us;
-    ti.delivered = segs(in->st.bytes_acked, mss);
-    ti.bytes_sent = in->st.bytes_out + in->st.retrans_bytes;
-    ti.bytes_retrans = in->st.retrans_bytes;
+    ti.delivered = segs(in->bytes_acked, mss);
+    ti.bytes_sent = in->bytes_out + in->retrans_bytes;
+    ti.bytes_retrans = in->retrans_bytes;
     ti.snd_wnd = in->snd_wnd;
     ti.rcv_wnd = in->rcv_wnd;
-    ti.total_rto = (uint16_t)(in->st.rto_expiries > UINT16_MAX ? UINT16_MAX : in->st.rto_expiries);
+    ti.total_rto = (uint16_t)(in->rto_expiries > UINT16_MAX ? UINT16_MAX : in->rto_expiries);
     size_t full = kernel_size(kfd);
     memset(out, 0, sizeof(out));
     memcpy(out, &ti, SLIP_MIN(sizeof(ti), full));

@@ -29,7 +29,7 @@ bool pre_sa_v6(const struct sockaddr *sa, socklen_t len, struct wire_ipv6_addr *
     return true;
 }
 
-void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct udp_peer *peer)
+void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, const struct slip_udp_peer *peer)
 {
     if (!peer->v6) {
         pre_sa_fill(p, sa, len, peer->v4, peer->port);

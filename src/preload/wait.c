@@ -70,7 +70,7 @@ static bool uepoll_user_ready(struct uepoll *ep, int depth);
 
 /* A poll set of connected accelerated TCP sockets only (libmemcached's poll on its one socket,
  * a thread per connection): it can sleep on the sockets' futexes instead of the stack's wait
- * fds when another thread already polls those (sock.c, preload_futex_round). Fills socks. */
+ * fds when another thread already polls those (sockwait.c, preload_futex_round). Fills socks. */
 static int poll_futex_socks(const struct pollfd *fds, nfds_t n, int *socks)
 {
     int m = 0;

@@ -105,22 +105,21 @@ int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out)
 
 void slip_tcp__dump(struct slip_stack *s, FILE *f)
 {
-    static const char *const names[] = { "CLOSED", "LISTEN", "SYN_SENT", "SYN_RECEIVED", "ESTABLISHED",
-                                         "CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2",
-                                         "TIME_WAIT" };
     stack_lock(s);
-    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
+    uint32_t high = tcp_shared__high(s->tcp);
+    for (uint32_t i = 0; i < high; i++) {
         struct tcp_conn_info in;
-        if (s->tcp->conns[i].state == TCPS_CLOSED || tcp_conn__info(s->tcp, i, &in) < 0)
+        if (tcp_conn__state(s->tcp, i) == TCPS_CLOSED || tcp_conn__info(s->tcp, i, &in) < 0)
             continue;
-        const struct tcp_conn *c = &s->tcp->conns[i];
-        if (c->flags & TCPF_V6) {
+        struct tcp_names n;
+        tcp_conn__names(s->tcp, i, &n);
+        if (n.v6) {
             char l6[INET6_ADDRSTRLEN], r6[INET6_ADDRSTRLEN];
-            inet_ntop(AF_INET6, &c->laddr6, l6, sizeof(l6));
-            inet_ntop(AF_INET6, &c->raddr6, r6, sizeof(r6));
+            inet_ntop(AF_INET6, &n.laddr6, l6, sizeof(l6));
+            inet_ntop(AF_INET6, &n.raddr6, r6, sizeof(r6));
             fprintf(f, "tcpconn %u %s [%s]:%u [%s]:%u cwnd=%u ssthresh=%u srtt_us=%u rto_us=%u "
                        "mss=%u retrans=%llu bytes_in=%llu bytes_out=%llu\n",
-                    i, in.state < SLIP_ARRAY_SIZE(names) ? names[in.state] : "?", l6, in.lport, r6, in.rport,
+                    i, tcp_state__name(in.state), l6, in.lport, r6, in.rport,
                     in.cwnd, in.ssthresh, in.srtt_us, in.rto_us, in.mss,
                     (unsigned long long)in.st.retransmits, (unsigned long long)in.st.bytes_in,
                     (unsigned long long)in.st.bytes_out);
@@ -129,7 +128,7 @@ void slip_tcp__dump(struct slip_stack *s, FILE *f)
         uint32_t la = ntoh32(in.laddr), ra = ntoh32(in.raddr);
         fprintf(f, "tcpconn %u %s %u.%u.%u.%u:%u %u.%u.%u.%u:%u cwnd=%u ssthresh=%u srtt_us=%u rto_us=%u "
                    "mss=%u retrans=%llu bytes_in=%llu bytes_out=%llu\n",
-                i, in.state < SLIP_ARRAY_SIZE(names) ? names[in.state] : "?",
+                i, tcp_state__name(in.state),
                 la >> 24, la >> 16 & 255, la >> 8 & 255, la & 255, in.lport,
                 ra >> 24, ra >> 16 & 255, ra >> 8 & 255, ra & 255, in.rport,
                 in.cwnd, in.ssthresh, in.srtt_us, in.rto_us, in.mss,

@@ -200,7 +200,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
             /* A listener with news (a connection to accept) wakes this process's epoll sets
              * that hold only listeners and sleep on the accept bell (preload wait.c). */
             if (__atomic_load_n(&s->accept_sleepers, __ATOMIC_SEQ_CST) &&
-                s->tcp->conns[w].state == TCPS_LISTEN)
+                tcp_conn__state(s->tcp, w) == TCPS_LISTEN)
                 slip_stack__ring_accept_bell(s);
         }
     }
@@ -229,6 +229,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
  * other processes' their bells (rung after the unlock: the lock is not held over a syscall). */
 static slip_time_t poll_and_unlock(struct slip_stack *s)
 {
+    STACK_ASSERT_LOCKED(s);
     uint64_t before = s->shm->c.rx_frames + s->shm->c.tcp_wakeups;
     slip_time_t next = poll_locked(s);
     s->next_deadline = next;
@@ -293,6 +294,7 @@ void slip_stack__tx_defer(struct slip_stack *s, bool on)
  * returned, and this process's progress thread is due soon). */
 bool tx_deferring(struct slip_stack *s)
 {
+    STACK_ASSERT_LOCKED(s);
     if (!t_tx_defer)
         return false;
     slip_time_t now = s->env.now;

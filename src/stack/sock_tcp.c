@@ -1,11 +1,13 @@
 /* The stack's TCP socket calls (the internal API the POSIX layer uses); each takes the lock. */
+#include <netinet/tcp.h>
+
 #include "stack/stack_int.h"
 
 /* ---- TCP entry points ---- */
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->t.max_conns && tcp_conn__user(s->tcp, (slip_idx_t)sock);
 }
 
 int slip_tcp__open(struct slip_stack *s)
@@ -38,7 +40,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
         reuseport = 0;
     stack_lock(s);
     struct tcp_res *r = &s->t.ts[sock].res;
-    if (app_kfd >= 0 && s->tcp->conns[sock].state == TCPS_CLOSED)
+    if (app_kfd >= 0 && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen(s->tcp, (slip_idx_t)sock, addr, port, backlog);
     if (rc == 0) {
@@ -67,10 +69,13 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
     int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
     if (c >= 0) {
         tcp_res_take(s, c);
+        be32 ra;
+        uint16_t rp;
+        tcp_conn__remote(s->tcp, (slip_idx_t)c, &ra, &rp);
         if (raddr)
-            *raddr = s->tcp->conns[c].raddr;
+            *raddr = ra;
         if (rport)
-            *rport = s->tcp->conns[c].rport;
+            *rport = rp;
     }
     stack_unlock(s);
     return c;
@@ -90,7 +95,8 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     struct ip_route rt;
     int rc = ip_output__route(&s->env, addr, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
+    if (rc == 0 && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED &&
+        (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
         tcp_res_release(s, &s->t.ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
@@ -134,10 +140,10 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
     bool cork = tx_deferring(s);
     if (s->shm->ncork >= s->t.max_conns)
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
-    bool corked = (s->tcp->conns[sock].flags & TCPF_AUTOCORK) != 0;
+    bool corked = tcp_conn__autocorked(s->tcp, (slip_idx_t)sock);
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
                                 (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
-    if (cork && !corked && (s->tcp->conns[sock].flags & TCPF_AUTOCORK))
+    if (cork && !corked && tcp_conn__autocorked(s->tcp, (slip_idx_t)sock))
         s->t.cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);
     stack_unlock(s);
@@ -161,25 +167,31 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
 void listener_handover(struct slip_stack *s, int sock)
 {
     STACK_ASSERT_LOCKED(s);
-    struct tcp_conn *c = &s->tcp->conns[sock];
-    for (uint32_t i = 0; i < s->tcp->high_water; i++) {
-        struct tcp_conn *ch = &s->tcp->conns[i];
-        if ((int)i == sock || ch->state == TCPS_CLOSED || ch->state == TCPS_LISTEN ||
-            !(ch->flags & TCPF_PASSIVE) || ch->lport != c->lport || s->t.ts[i].res.key)
+    struct tcp_names l;
+    tcp_conn__names(s->tcp, (slip_idx_t)sock, &l);
+    uint32_t high = tcp_shared__high(s->tcp);
+    for (uint32_t i = 0; i < high; i++) {
+        uint8_t st = tcp_conn__state(s->tcp, i);
+        if ((int)i == sock || st == TCPS_CLOSED || st == TCPS_LISTEN || !tcp_conn__passive(s->tcp, i) ||
+            s->t.ts[i].res.key)
+            continue;
+        struct tcp_names ch;
+        tcp_conn__names(s->tcp, i, &ch);
+        if (ch.lport != l.lport)
             continue;
         struct tcp_res *cr = &s->t.ts[i].res;
         cr->key = 2;
-        cr->laddr = ch->laddr;
-        cr->lport = ch->lport;
-        cr->raddr = ch->raddr;
-        cr->rport = ch->rport;
-        if (ch->flags & TCPF_V6) {
+        cr->laddr = ch.laddr;
+        cr->lport = ch.lport;
+        cr->raddr = ch.raddr;
+        cr->rport = ch.rport;
+        if (ch.v6) {
             cr->v6 = TCP_RES_V6;
-            cr->laddr6 = ch->laddr6;
-            cr->raddr6 = ch->raddr6;
+            cr->laddr6 = ch.laddr6;
+            cr->raddr6 = ch.raddr6;
         }
         tcp_res_claim(s, cr);
-        if (!(ch->flags & TCPF_USER)) {
+        if (!tcp_conn__user(s->tcp, i)) {
             cr->pending = 1;
             s->shm->tres_pending++;
         }
@@ -192,11 +204,11 @@ int slip_tcp__shutdown(struct slip_stack *s, int sock, int how)
         return -EBADF;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
-    bool listener = s->tcp->conns[sock].state == TCPS_LISTEN;
+    bool listener = tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_LISTEN;
     if (listener && how != SHUT_WR)
         listener_handover(s, sock);
     int rc = tcp_conn__shutdown(&s->env, s->tcp, (slip_idx_t)sock, how);
-    if (rc == 0 && listener && s->tcp->conns[sock].state == TCPS_CLOSED)
+    if (rc == 0 && listener && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED)
         tcp_res_release(s, &s->t.ts[sock].res);     /* its port reservation and claim */
     ip_output__flush(&s->env);
     stack_unlock(s);
@@ -209,19 +221,16 @@ int slip_tcp__close(struct slip_stack *s, int sock)
         return -EBADF;
     stack_lock(s);
     env_refresh(s, slip_stack__now());
-    struct tcp_conn *c = &s->tcp->conns[sock];
     struct tcp_res *r = &s->t.ts[sock].res;
-    if (c->state == TCPS_LISTEN) {
+    if (tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_LISTEN) {
         listener_handover(s, sock);
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         tcp_res_release(s, r);
     } else {
         /* Remember the 4-tuple to recognise the connection until the engine frees it. */
         if (!r->key) {
-            r->laddr = c->laddr;
-            r->lport = c->lport;
-            r->raddr = c->raddr;
-            r->rport = c->rport;
+            tcp_conn__local(s->tcp, (slip_idx_t)sock, &r->laddr, &r->lport);
+            tcp_conn__remote(s->tcp, (slip_idx_t)sock, &r->raddr, &r->rport);
         }
         tcp_conn__close(&s->env, s->tcp, (slip_idx_t)sock);
         if (r->key || r->kfd > 0) {
@@ -245,13 +254,86 @@ int slip_tcp__getopt(struct slip_stack *s, int sock, int opt, int *val)
     return tcp_conn__getopt(s->tcp, (slip_idx_t)sock, (enum tcp_opt)opt, val);
 }
 
-int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
+/* The facade's option numbers are the engine's (a cast translates them). */
+_Static_assert(SLIP_TCPO_NODELAY == (int)TCPO_NODELAY && SLIP_TCPO_CORK == (int)TCPO_CORK &&
+               SLIP_TCPO_KEEPALIVE == (int)TCPO_KEEPALIVE && SLIP_TCPO_KEEPIDLE == (int)TCPO_KEEPIDLE &&
+               SLIP_TCPO_KEEPINTVL == (int)TCPO_KEEPINTVL && SLIP_TCPO_KEEPCNT == (int)TCPO_KEEPCNT &&
+               SLIP_TCPO_LINGER == (int)TCPO_LINGER && SLIP_TCPO_RCVBUF == (int)TCPO_RCVBUF &&
+               SLIP_TCPO_SNDBUF == (int)TCPO_SNDBUF && SLIP_TCPO_MAXSEG == (int)TCPO_MAXSEG &&
+               SLIP_TCPO_CONGESTION == (int)TCPO_CONGESTION && SLIP_TCPO_REUSEPORT == (int)TCPO_REUSEPORT &&
+               SLIP_TCPO_TCLASS == (int)TCPO_TCLASS && SLIP_TCPO_HOPS == (int)TCPO_HOPS,
+               "enum slip_tcp_opt follows enum tcp_opt");
+
+int slip_tcp__cc_by_name(const char *name)
+{
+    return tcp_cc__by_name(name);
+}
+
+/* The engine's view of a connection as the facade gives it (struct slip_tcp_info). */
+static void tcp_info_out(const struct tcp_conn_info *in, struct slip_tcp_info *o)
+{
+    /* Linux's TCP_* state numbers (<netinet/tcp.h>) by TCPS_*. TIME_WAIT reads as CLOSE: Linux
+     * moves the connection to a timewait mini-socket and the application's socket is left in
+     * CLOSE. */
+    static const uint8_t linux_state[TCP_NSTATES] = {
+        [TCPS_CLOSED] = TCP_CLOSE, [TCPS_LISTEN] = TCP_LISTEN, [TCPS_SYN_SENT] = TCP_SYN_SENT,
+        [TCPS_SYN_RECEIVED] = TCP_SYN_RECV, [TCPS_ESTABLISHED] = TCP_ESTABLISHED,
+        [TCPS_CLOSE_WAIT] = TCP_CLOSE_WAIT, [TCPS_FIN_WAIT_1] = TCP_FIN_WAIT1, [TCPS_CLOSING] = TCP_CLOSING,
+        [TCPS_LAST_ACK] = TCP_LAST_ACK, [TCPS_FIN_WAIT_2] = TCP_FIN_WAIT2, [TCPS_TIME_WAIT] = TCP_CLOSE,
+    };
+    memset(o, 0, sizeof(*o));
+    o->state = in->state < TCP_NSTATES ? linux_state[in->state] : TCP_CLOSE;
+    o->ca_state = in->ca_state;
+    o->backoff = in->backoff;
+    o->probes = in->probes;
+    o->snd_wscale = in->snd_wscale;
+    o->rcv_wscale = in->rcv_wscale;
+    o->sack = in->sack;
+    o->timestamps = in->timestamps;
+    o->rto_us = in->rto_us;
+    o->ato_us = (uint32_t)(TCP_DELACK_TIME / SLIP_USEC);
+    o->srtt_us = in->srtt_us;
+    o->rttvar_us = in->rttvar_us;
+    o->mss = in->mss;
+    o->rcv_mss = in->rcv_mss;
+    o->advmss = in->advmss;
+    o->cwnd = in->cwnd;
+    o->ssthresh = in->ssthresh;
+    o->snd_wnd = in->snd_wnd;
+    o->rcv_wnd = in->rcv_wnd;
+    o->rcv_space = in->rcv_space;
+    o->reordering = in->reordering;
+    o->sacked = in->sacked;
+    o->snd_queued = in->snd_queued;
+    o->rcv_queued = in->rcv_queued;
+    o->unacked = in->unacked;
+    o->notsent = in->notsent;
+    o->last_data_sent_ms = in->last_data_sent_ms;
+    o->last_data_recv_ms = in->last_data_recv_ms;
+    o->last_ack_recv_ms = in->last_ack_recv_ms;
+    o->busy_us = in->busy_us;
+    o->rwnd_limited_us = in->rwnd_limited_us;
+    o->sndbuf_limited_us = in->sndbuf_limited_us;
+    o->segs_in = in->st.segs_in;
+    o->segs_out = in->st.segs_out;
+    o->bytes_in = in->st.bytes_in;
+    o->bytes_out = in->st.bytes_out;
+    o->bytes_acked = in->st.bytes_acked;
+    o->retransmits = in->st.retransmits;
+    o->retrans_bytes = in->st.retrans_bytes;
+    o->rto_expiries = in->st.rto_expiries;
+}
+
+int slip_tcp__info(struct slip_stack *s, int sock, struct slip_tcp_info *out)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    struct tcp_conn_info in;
     stack_lock(s);
-    int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), out);
+    int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), &in);
     stack_unlock(s);
+    if (rc == 0)
+        tcp_info_out(&in, out);
     return rc;
 }
 
@@ -259,11 +341,9 @@ int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    uint8_t st = s->tcp->conns[sock].state;
-    if (st == TCPS_CLOSED || st == TCPS_LISTEN || st == TCPS_SYN_SENT)
+    if (!tcp_conn__has_peer(s->tcp, (slip_idx_t)sock))
         return -ENOTCONN;
-    *addr = s->tcp->conns[sock].raddr;
-    *port = s->tcp->conns[sock].rport;
+    tcp_conn__remote(s->tcp, (slip_idx_t)sock, addr, port);
     return 0;
 }
 
@@ -300,7 +380,6 @@ int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    *addr = s->tcp->conns[sock].laddr;
-    *port = s->tcp->conns[sock].lport;
+    tcp_conn__local(s->tcp, (slip_idx_t)sock, addr, port);
     return 0;
 }

@@ -10,7 +10,7 @@
 
 static bool tsock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
+    return sock >= 0 && (uint32_t)sock < s->t.max_conns && tcp_conn__user(s->tcp, (slip_idx_t)sock);
 }
 
 /* The port (and address, when addr is not NULL) the application's AF_INET6 kernel socket is
@@ -65,7 +65,7 @@ int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6
         reuseport = 0;
     stack_lock(s);
     struct tcp_res *r = &s->t.ts[sock].res;
-    if (s->tcp->conns[sock].state == TCPS_CLOSED)
+    if (tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED)
         tcp_conn__setopt(&s->env, s->tcp, (slip_idx_t)sock, TCPO_REUSEPORT, reuseport != 0);
     int rc = tcp_conn__listen6(s->tcp, (slip_idx_t)sock, addr, scope, v6only, port, backlog);
     if (rc == 0) {
@@ -75,7 +75,8 @@ int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6
         r->key = 1;
         r->v6 = TCP_RES_V6 | (!v6only && memcmp(addr, &any, sizeof(any)) == 0 ? TCP_RES_DUAL : 0);
         r->laddr6 = *addr;
-        r->laddr = s->tcp->conns[sock].laddr;
+        uint16_t lp;
+        tcp_conn__local(s->tcp, (slip_idx_t)sock, &r->laddr, &lp);     /* the engine's fold of addr */
         r->lport = port;
         rc = tcp_res_claim(s, r);
         if (rc < 0) {
@@ -101,7 +102,8 @@ int slip_tcp6__connect_kfd(struct slip_stack *s, int sock, const struct wire_ipv
     struct ip6_route rt;
     int rc = ip6_output__route(&s->env, addr, scope, &rt);
     /* Another try after a failed attempt: the first one's reservation and claim go first. */
-    if (rc == 0 && s->tcp->conns[sock].state == TCPS_CLOSED && (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
+    if (rc == 0 && tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_CLOSED &&
+        (s->t.ts[sock].res.key || s->t.ts[sock].res.kfd > 0))
         tcp_res_release(s, &s->t.ts[sock].res);
     stack_unlock(s);
     if (rc < 0)
@@ -146,16 +148,17 @@ int slip_tcp6__names(struct slip_stack *s, int sock, struct slip_tcp6_names *out
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
-    const struct tcp_conn *c = &s->tcp->conns[sock];
+    struct tcp_names n;
+    tcp_conn__names(s->tcp, (slip_idx_t)sock, &n);
     memset(out, 0, sizeof(*out));
-    if (!(c->flags & TCPF_V6))
+    if (!n.v6)
         return 0;
     out->v6 = true;
-    out->laddr = c->laddr6;
-    out->raddr = c->raddr6;
-    out->lport = c->lport;
-    out->rport = c->rport;
-    out->scope = c->scope;
-    out->connected = c->state != TCPS_CLOSED && c->state != TCPS_LISTEN && c->state != TCPS_SYN_SENT;
+    out->laddr = n.laddr6;
+    out->raddr = n.raddr6;
+    out->lport = n.lport;
+    out->rport = n.rport;
+    out->scope = n.scope;
+    out->connected = tcp_conn__has_peer(s->tcp, (slip_idx_t)sock);
     return 0;
 }

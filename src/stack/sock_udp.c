@@ -1,9 +1,13 @@
 /* The stack's UDP socket calls (the internal API the POSIX layer uses); each takes the lock. */
 #include "stack/stack_int.h"
 
+/* The facade's receive flags are the engine's. */
+_Static_assert(SLIP_UDP_RECV_PEEK == UDP_RECV_PEEK && SLIP_UDP_RECV_TRUNC == UDP_RECV_TRUNC,
+               "SLIP_UDP_RECV_* follow UDP_RECV_*");
+
 static bool sock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && udp_sock__in_use(s->udp, (slip_idx_t)sock);
 }
 
 int slip_udp__open(struct slip_stack *s)
@@ -99,8 +103,8 @@ unsigned slip_udp__poll(struct slip_stack *s, int sock)
 {
     if (!sock_ok(s, sock))
         return SLIP_EV_ERR | SLIP_EV_HUP;
-    const struct udp_sock *u = &s->udp->socks[sock];
-    return SLIP_EV_OUT | (u->rcvq.count ? SLIP_EV_IN : 0) | (u->so_error ? SLIP_EV_ERR : 0);
+    return SLIP_EV_OUT | (udp_sock__readable(s->udp, (slip_idx_t)sock) ? SLIP_EV_IN : 0) |
+           (udp_sock__has_error(s->udp, (slip_idx_t)sock) ? SLIP_EV_ERR : 0);
 }
 
 int slip_udp__so_error(struct slip_stack *s, int sock)
@@ -108,8 +112,7 @@ int slip_udp__so_error(struct slip_stack *s, int sock)
     if (!sock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    int e = s->udp->socks[sock].so_error;
-    s->udp->socks[sock].so_error = 0;
+    int e = udp_sock__so_error(s->udp, (slip_idx_t)sock);
     stack_unlock(s);
     return e;
 }
@@ -118,17 +121,13 @@ int slip_udp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    if (!s->udp->socks[sock].connected)
-        return -ENOTCONN;
-    *addr = s->udp->socks[sock].raddr;
-    *port = s->udp->socks[sock].rport;
-    return 0;
+    return udp_sock__remote(s->udp, (slip_idx_t)sock, addr, port);
 }
 
 /* A socket that sends or connects before bind gets an ephemeral port first, as on Linux. */
 static int autobind(struct slip_stack *s, int sock)
 {
-    return s->udp->socks[sock].state == UDPS_OPEN ? slip_udp__bind(s, sock, 0, 0) : 0;
+    return udp_sock__unbound(s->udp, (slip_idx_t)sock) ? slip_udp__bind(s, sock, 0, 0) : 0;
 }
 
 int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port)
@@ -148,8 +147,7 @@ int slip_udp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    *addr = s->udp->socks[sock].laddr;
-    *port = s->udp->socks[sock].lport;
+    udp_sock__local(s->udp, (slip_idx_t)sock, addr, port);
     return 0;
 }
 
@@ -196,21 +194,19 @@ int slip_udp__close(struct slip_stack *s, int sock)
     if (!sock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
-    struct udp_sock *u = &s->udp->socks[sock];
-    if (u->state == UDPS_BOUND && !u->v6only) {
+    slip_idx_t u = (slip_idx_t)sock;
+    if (udp_sock__bound(s->udp, u) && !udp_sock__v6only(s->udp, u)) {
         struct steer_key k;
-        steer_key(&k, u->laddr, u->lport);
-        bool shared = false;
+        be32 la;
+        uint16_t lp;
+        udp_sock__local(s->udp, u, &la, &lp);
+        steer_key(&k, la, lp);
         /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
-        for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++)
-            if ((int)i != sock && s->udp->socks[i].state == UDPS_BOUND && !s->udp->socks[i].v6only &&
-                s->udp->socks[i].lport == u->lport && s->udp->socks[i].laddr == u->laddr)
-                shared = true;
-        if (!shared)
+        if (!udp_sock__port_shared(s->udp, u, slip_socktab__udp_high(&s->t)))
             for (unsigned i = 0; i < s->nifs; i++)
                 steer__del(s->ifs[i].steer, &k);
     }
-    if (u->state == UDPS_BOUND && u->in6)
+    if (udp_sock__bound(s->udp, u) && udp_sock__in6(s->udp, u))
         udp6_unclaim(s, sock);
     udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
     stack_unlock(s);

@@ -7,7 +7,7 @@
 
 static bool sock_ok(struct slip_stack *s, int sock)
 {
-    return sock >= 0 && (uint32_t)sock < s->t.max_udp && s->udp->socks[sock].state != UDPS_FREE;
+    return sock >= 0 && (uint32_t)sock < s->t.max_udp && udp_sock__in_use(s->udp, (slip_idx_t)sock);
 }
 
 static void key6(struct steer_key6 *k, const struct wire_ipv6_addr *addr, uint16_t port)
@@ -22,15 +22,14 @@ static void key6(struct steer_key6 *k, const struct wire_ipv6_addr *addr, uint16
  * group still needs them. */
 void udp6_unclaim(struct slip_stack *s, int sock)
 {
-    const struct udp_sock *u = &s->udp->socks[sock];
-    for (unsigned i = 0; i < slip_socktab__udp_high(&s->t); i++) {
-        const struct udp_sock *o = &s->udp->socks[i];
-        if ((int)i != sock && o->in6 && o->state == UDPS_BOUND && o->lport == u->lport &&
-            memcmp(&o->laddr6, &u->laddr6, 16) == 0)
-            return;
-    }
+    STACK_ASSERT_LOCKED(s);
+    if (udp_sock__port_shared6(s->udp, (slip_idx_t)sock, slip_socktab__udp_high(&s->t)))
+        return;
+    struct wire_ipv6_addr la;
+    uint16_t lp;
+    udp_sock__local6(s->udp, (slip_idx_t)sock, &la, &lp);
     struct steer_key6 k;
-    key6(&k, &u->laddr6, u->lport);
+    key6(&k, &la, lp);
     for (unsigned i = 0; i < s->nifs; i++)
         steer__del6(s->ifs[i].steer, &k);
 }
@@ -95,24 +94,31 @@ int slip_udp6__connect(struct slip_stack *s, int sock, const struct wire_ipv6_ad
 
 bool slip_udp6__bound6(struct slip_stack *s, int sock)
 {
-    return sock_ok(s, sock) && s->udp->socks[sock].in6;
+    return sock_ok(s, sock) && udp_sock__in6(s->udp, (slip_idx_t)sock);
 }
 
-int slip_udp6__peer(struct slip_stack *s, int sock, struct udp_peer *p)
+/* The engine's peer as the facade names it. */
+static void peer_out(const struct udp_peer *in, struct slip_udp_peer *o)
+{
+    o->v6 = in->v6;
+    o->v4 = in->v4;
+    o->a6 = in->a6;
+    o->scope = in->scope;
+    o->port = in->port;
+    o->has_dst = in->has_dst;
+    o->dst = in->dst;
+    o->ifindex = in->ifindex;
+}
+
+int slip_udp6__peer(struct slip_stack *s, int sock, struct slip_udp_peer *p)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    const struct udp_sock *u = &s->udp->socks[sock];
-    if (!u->connected)
-        return -ENOTCONN;
-    memset(p, 0, sizeof(*p));
-    static const struct wire_ipv6_addr any;
-    p->v6 = memcmp(&u->raddr6, &any, sizeof(any)) != 0;
-    p->v4 = u->raddr;
-    p->a6 = u->raddr6;
-    p->scope = u->scope;
-    p->port = u->rport;
-    return 0;
+    struct udp_peer peer;
+    int rc = udp_sock__remote6(s->udp, (slip_idx_t)sock, &peer);
+    if (rc == 0)
+        peer_out(&peer, p);
+    return rc;
 }
 
 ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt,
@@ -134,14 +140,17 @@ ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *i
     return rc;
 }
 
-ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct udp_peer *from,
+ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct slip_udp_peer *from,
                             unsigned flags)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
+    struct udp_peer peer;
     stack_lock(s);
-    ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from, flags);
+    ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from ? &peer : NULL, flags);
     stack_unlock(s);
+    if (rc >= 0 && from)
+        peer_out(&peer, from);
     return rc;
 }
 
@@ -149,13 +158,12 @@ int slip_udp6__setopt(struct slip_stack *s, int sock, int opt, int val)
 {
     if (!sock_ok(s, sock))
         return -EBADF;
-    struct udp_sock *u = &s->udp->socks[sock];
     switch (opt) {
     case IPV6_TCLASS:
-        u->tclass = (uint8_t)(val < 0 ? 0 : val);
+        udp_sock__set_tclass(s->udp, (slip_idx_t)sock, val);
         return 0;
     case IPV6_UNICAST_HOPS:
-        u->hops = (uint8_t)(val < 0 ? 0 : val);
+        udp_sock__set_hops(s->udp, (slip_idx_t)sock, val);
         return 0;
     default:
         return -ENOPROTOOPT;

@@ -6,8 +6,8 @@
 #include <sys/mman.h>
 
 #include "stack/proc.h"
-#include "tcp/tcp.h"
-#include "udp/udp.h"
+#include "tcp/tcp_query.h"
+#include "udp/udp_query.h"
 
 #define PAGE 4096
 
@@ -82,12 +82,12 @@ int slip_socktab__locate(struct slip_socktab *t, const struct slip_socktab_layou
 
 uint32_t slip_socktab__tcp_high(const struct slip_socktab *t)
 {
-    return SLIP_MIN(t->tcp->high_water, t->max_conns);
+    return SLIP_MIN(tcp_shared__high(t->tcp), t->max_conns);
 }
 
 uint32_t slip_socktab__udp_high(const struct slip_socktab *t)
 {
-    return SLIP_MIN(t->udp->high_water, t->max_udp);
+    return SLIP_MIN(udp_shared__high(t->udp), t->max_udp);
 }
 
 void slip_socktab__proc_clear(const struct slip_socktab *t, int k)

@@ -866,9 +866,10 @@ bool slip_stack__orphaned(struct slip_stack *s, slip_time_t quiet_ns)
 
 /* A connection the application still holds (it never closed it), or one still delivering what it
  * wrote before closing. */
-static bool guard_pending(const struct tcp_conn *c)
+static bool guard_pending(const struct tcp_shared *sh, slip_idx_t c)
 {
-    return c->state != TCPS_CLOSED && c->state != TCPS_TIME_WAIT && ((c->flags & TCPF_USER) || conn_unfinished(c));
+    uint8_t st = tcp_conn__state(sh, c);
+    return st != TCPS_CLOSED && st != TCPS_TIME_WAIT && (tcp_conn__user(sh, c) || tcp_conn__unfinished(sh, c));
 }
 
 bool slip_stack__guard_pending(struct slip_stack *s)
@@ -877,7 +878,7 @@ bool slip_stack__guard_pending(struct slip_stack *s)
      * Bounded by what the arena was built with: the guardian outlives whoever wrote it last. */
     uint32_t hw = slip_socktab__tcp_high(&s->t);
     for (uint32_t i = 0; i < hw; i++)
-        if (guard_pending(&s->tcp->conns[i]))
+        if (guard_pending(s->tcp, i))
             return true;
     return false;
 }
@@ -909,21 +910,21 @@ unsigned slip_stack__guard_sweep(struct slip_stack *s, bool all)
     unsigned left = 0;
     uint32_t hw = slip_socktab__tcp_high(&s->t);
     for (uint32_t i = 0; i < hw; i++) {
-        struct tcp_conn *c = &s->tcp->conns[i];
-        if (c->state == TCPS_CLOSED || c->state == TCPS_TIME_WAIT)
+        uint8_t st = tcp_conn__state(s->tcp, i);
+        if (st == TCPS_CLOSED || st == TCPS_TIME_WAIT)
             continue;
-        if (c->state == TCPS_LISTEN) {
+        if (st == TCPS_LISTEN) {
             /* Its unaccepted children get RST from the engine; closed children still delivering
              * were steered by its claim, and get their own first. */
-            if (c->flags & TCPF_USER) {
+            if (tcp_conn__user(s->tcp, i)) {
                 listener_handover(s, (int)i);
                 tcp_conn__close(&s->env, s->tcp, (slip_idx_t)i);
                 tcp_res_release(s, &s->t.ts[i].res);
             }
-        } else if (all || (c->flags & TCPF_USER)) {
+        } else if (all || tcp_conn__user(s->tcp, i)) {
             guard_abort(s, i);
         } else {
-            left += conn_unfinished(c);
+            left += tcp_conn__unfinished(s->tcp, i);
         }
     }
     uncork_all(s);

@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "base/types.h"
-#include "udp/udp.h"
 #include "wire/ipv6.h"
 #include "xsk/steer.h"
 #include "xsk/xsk_port.h"
@@ -208,6 +207,67 @@ void slip_stack__dump(struct slip_stack *s, FILE *f);
 /* Reads one counter by its `group.name` (as printed by dump); -ENOENT when unknown. */
 int slip_stack__counter(struct slip_stack *s, const char *name, uint64_t *out);
 
+/* ---- The socket facade's types: what the POSIX layer sees of the engines, so that it needs no
+ * tcp/ or udp/ header (the calls below translate to and from the engines' own). ---- */
+
+/* The peer of a datagram, or of a connected UDP socket (slip_udp6__recvfrom, slip_udp6__peer). */
+struct slip_udp_peer {
+    bool v6;                    /* IPv6 (a6, scope), else IPv4 (v4) */
+    be32 v4;
+    struct wire_ipv6_addr a6;
+    uint32_t scope;             /* receiving interface of a link-local source */
+    uint16_t port;              /* host order */
+    /* IPv6 datagrams only: the destination they were sent to and the receiving interface
+     * (IPV6_PKTINFO). */
+    bool has_dst;
+    struct wire_ipv6_addr dst;
+    uint32_t ifindex;
+};
+/* Flags of slip_udp__recvfrom and slip_udp6__recvfrom. */
+#define SLIP_UDP_RECV_PEEK  0x1     /* leave the datagram queued (MSG_PEEK) */
+#define SLIP_UDP_RECV_TRUNC 0x2     /* return the datagram's real length (MSG_TRUNC) */
+
+/* Options of slip_tcp__setopt / slip_tcp__getopt (values as the socket option has them, except
+ * where said). */
+enum slip_tcp_opt {
+    SLIP_TCPO_NODELAY,          /* bool */
+    SLIP_TCPO_CORK,             /* bool; clearing it pushes */
+    SLIP_TCPO_KEEPALIVE,        /* bool (SO_KEEPALIVE) */
+    SLIP_TCPO_KEEPIDLE,         /* seconds, 1..32767 */
+    SLIP_TCPO_KEEPINTVL,        /* seconds, 1..32767 */
+    SLIP_TCPO_KEEPCNT,          /* probes, 1..127 */
+    SLIP_TCPO_LINGER,           /* -1 off, else seconds (0 = abortive close) */
+    SLIP_TCPO_RCVBUF,           /* bytes */
+    SLIP_TCPO_SNDBUF,
+    SLIP_TCPO_MAXSEG,           /* TCP_MAXSEG before connect/listen; 0 = none */
+    SLIP_TCPO_CONGESTION,       /* slip_tcp__cc_by_name's number */
+    SLIP_TCPO_REUSEPORT,        /* bool (SO_REUSEPORT), read by listen */
+    SLIP_TCPO_TCLASS,           /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
+    SLIP_TCPO_HOPS,             /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
+};
+/* The SLIP_TCPO_CONGESTION value for a TCP_CONGESTION name ("cubic", "reno", "newreno"), or
+ * -ENOENT. */
+int slip_tcp__cc_by_name(const char *name);
+
+/* A TCP connection as getsockopt(TCP_INFO), FIONREAD/SIOCOUTQ, SO_RCVLOWAT and splice see it
+ * (slip_tcp__info), with Linux's meanings: state in Linux's TCP_* numbering (<netinet/tcp.h>;
+ * TIME_WAIT reads as TCP_CLOSE: Linux has moved the connection to a timewait mini-socket by
+ * then), ca_state TCP_CA_Open 0 / Disorder 1 / Recovery 3 / Loss 4, sacked in segments, times in
+ * microseconds, last_* in milliseconds ago, the rest in bytes or counts. */
+struct slip_tcp_info {
+    uint8_t state, ca_state, backoff, probes;
+    uint8_t snd_wscale, rcv_wscale;
+    bool sack, timestamps;
+    uint32_t rto_us, ato_us, srtt_us, rttvar_us;
+    uint32_t mss, rcv_mss, advmss;
+    uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd, rcv_space, reordering, sacked;
+    uint32_t snd_queued, rcv_queued, unacked, notsent;
+    uint32_t last_data_sent_ms, last_data_recv_ms, last_ack_recv_ms;
+    uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
+    uint64_t segs_in, segs_out, bytes_in, bytes_out, bytes_acked;
+    uint64_t retransmits, retrans_bytes, rto_expiries;
+};
+
 /* UDP sockets. Binding reserves the same address and port in the kernel with a real UDP socket
  * (so no kernel application takes it, and port 0 gets a kernel-chosen ephemeral port) and claims
  * the port in the XDP program. */
@@ -217,7 +277,7 @@ int slip_udp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port);
 int slip_udp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 ssize_t slip_udp__sendto(struct slip_stack *s, int sock, const void *buf, size_t len, be32 dst, uint16_t dport);
 ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt, be32 dst, uint16_t dport);
-/* flags: UDP_RECV_PEEK, UDP_RECV_TRUNC (udp/udp.h). -EAGAIN when nothing is queued. */
+/* flags: SLIP_UDP_RECV_*. -EAGAIN when nothing is queued. */
 ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, be32 *src, uint16_t *sport, unsigned flags);
 int slip_udp__close(struct slip_stack *s, int sock);
 /* As slip_udp__bind, with the application's own kernel socket doing the port reservation. */
@@ -238,10 +298,10 @@ int slip_udp6__connect(struct slip_stack *s, int sock, const struct wire_ipv6_ad
                        uint32_t scope);
 /* True when the socket is in the IPv6 demux (native, v6-only or dual-stack through bind6). */
 bool slip_udp6__bound6(struct slip_stack *s, int sock);
-int slip_udp6__peer(struct slip_stack *s, int sock, struct udp_peer *p);
+int slip_udp6__peer(struct slip_stack *s, int sock, struct slip_udp_peer *p);
 ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *iov, int iovcnt,
                            const struct wire_ipv6_addr *dst, uint16_t dport, uint32_t scope);
-ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct udp_peer *from,
+ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len, struct slip_udp_peer *from,
                             unsigned flags);
 /* IPV6_TCLASS, IPV6_UNICAST_HOPS (-1: the default). */
 int slip_udp6__setopt(struct slip_stack *s, int sock, int opt, int val);
@@ -267,14 +327,13 @@ int slip_tcp__close(struct slip_stack *s, int sock);
 /* SLIP_EV_* readiness bits (the epoll values). */
 unsigned slip_tcp__poll(struct slip_stack *s, int sock);
 int slip_tcp__so_error(struct slip_stack *s, int sock);
-int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val);   /* enum tcp_opt */
+int slip_tcp__setopt(struct slip_stack *s, int sock, int opt, int val);   /* enum slip_tcp_opt */
 int slip_tcp__local(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 /* With the application's own kernel socket doing the port reservation (POSIX layer). */
 int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int backlog, int app_kfd);
 int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t port, int app_kfd);
 int slip_tcp__getopt(struct slip_stack *s, int sock, int opt, int *val);
-struct tcp_conn_info;
-int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out);
+int slip_tcp__info(struct slip_stack *s, int sock, struct slip_tcp_info *out);
 int slip_tcp__peer(struct slip_stack *s, int sock, be32 *addr, uint16_t *port);
 /* Prints one line per TCP connection (state, addresses, cwnd, srtt, retransmits ...). */
 void slip_tcp__dump(struct slip_stack *s, FILE *f);

@@ -44,7 +44,9 @@
 #include "stack/socktab.h"
 #include "tcp/tcp.h"
 #include "tcp/tcp_fsm.h"
+#include "tcp/tcp_query.h"
 #include "udp/udp.h"
+#include "udp/udp_query.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
 #define SLIP_SHM_VERSION 12  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
@@ -183,7 +185,6 @@ void proc_drain_closeq(struct slip_stack *s);
 void proc_kfd_hold(struct slip_stack *s, unsigned i);
 void proc_kfd_drop(struct slip_stack *s, unsigned i, int fd);
 unsigned procs_live(const struct slip_stack *s);
-bool conn_unfinished(const struct tcp_conn *c);
 
 /* poll.c: the TX policy after a send, receive or close (lock held). */
 void uncork_all(struct slip_stack *s);

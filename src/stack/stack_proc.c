@@ -122,7 +122,7 @@ uint32_t slip_sock__evgen(struct slip_stack *s, bool tcp, int sock)
 {
     if (tcp)
         return __atomic_load_n(&s->t.ts[sock].evgen, __ATOMIC_RELAXED);
-    return (uint32_t)s->udp->socks[sock].rx_datagrams;
+    return (uint32_t)udp_sock__rx_datagrams(s->udp, (slip_idx_t)sock);
 }
 
 size_t slip_sock__tcp_evgen_stride(void)
@@ -248,8 +248,9 @@ int slip_proc__reserve(struct slip_stack *s, bool copy_refs)
  * the connection of an acceptor's last hand-over before a loaded worker took it (ENOTCONN in
  * the worker). One never received (the UNIX socket closed with it unread) keeps the socket open
  * until the stack goes. */
-static void proc_detach_inflight(uint32_t *count, uint32_t inflight, int32_t *from, int c)
+static void proc_detach_inflight(struct slip_stack *s, uint32_t *count, uint32_t inflight, int32_t *from, int c)
 {
+    STACK_ASSERT_LOCKED(s);
     if (!inflight || *from != c)
         return;
     uint32_t n = __atomic_load_n(count, __ATOMIC_RELAXED);
@@ -265,9 +266,9 @@ static void proc_release_slot(struct slip_stack *s, int c)
     uint32_t *pt = proc_tcp(s, c), *pu = proc_udp(s, c);
     stack_lock(s);
     for (uint32_t i = 0; i < th; i++)
-        proc_detach_inflight(&pt[i], s->t.ts[i].inflight, &s->t.ts[i].inflight_slot, c);
+        proc_detach_inflight(s, &pt[i], s->t.ts[i].inflight, &s->t.ts[i].inflight_slot, c);
     for (uint32_t i = 0; i < uh; i++)
-        proc_detach_inflight(&pu[i], s->t.us[i].inflight, &s->t.us[i].inflight_slot, c);
+        proc_detach_inflight(s, &pu[i], s->t.us[i].inflight, &s->t.us[i].inflight_slot, c);
     stack_unlock(s);
     for (uint32_t i = 0; i < th; i++) {
         uint32_t n = __atomic_exchange_n(&pt[i], 0, __ATOMIC_ACQ_REL);
@@ -338,20 +339,13 @@ int slip_stack__reap(struct slip_stack *s)
     return proc_reap_now(s, now);
 }
 
-/* Connections still delivering what the application wrote before closing: data or FIN not
- * acknowledged yet. */
-bool conn_unfinished(const struct tcp_conn *c)
-{
-    return c->state == TCPS_FIN_WAIT_1 || c->state == TCPS_CLOSING || c->state == TCPS_LAST_ACK ||
-           ((c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT) && c->sndq.bytes);
-}
-
 static unsigned tcp_unfinished(struct slip_stack *s)
 {
     unsigned n = 0;
     stack_lock(s);
-    for (uint32_t i = 0; i < s->tcp->high_water; i++)
-        n += conn_unfinished(&s->tcp->conns[i]);
+    uint32_t high = tcp_shared__high(s->tcp);
+    for (uint32_t i = 0; i < high; i++)
+        n += tcp_conn__unfinished(s->tcp, i);
     stack_unlock(s);
     return n;
 }

@@ -31,6 +31,7 @@ void slip_stack__sleepers(struct slip_stack *s, int delta)
  * after this looks at its sockets afterwards and finds what this poll delivered. */
 uint64_t others_asleep(struct slip_stack *s)
 {
+    STACK_ASSERT_LOCKED(s);
     uint32_t all = __atomic_load_n(&s->shm->sleepers, __ATOMIC_SEQ_CST);
     uint32_t mine = s->proc >= 0 ? __atomic_load_n(&s->shm->procs.p[s->proc].sleepers, __ATOMIC_SEQ_CST) : 0;
     if (all == mine)

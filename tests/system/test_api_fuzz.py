@@ -55,8 +55,8 @@ SECONDS = float(os.environ.get("SLIP_API_FUZZ_SECONDS", "18"))
 AVOID = os.environ.get("SLIP_API_FUZZ_AVOID", "")
 # repro name -> what is wrong under slipstream (the kernel's answer is in each repro's docstring).
 REPROS = {
-    "udp_sendmsg_iovlen": "SIGSEGV: sock.c pre_sendmsg passes (int)msg_iovlen (-1) to udp_sendv",
-    "udp_recvmsg_iovlen": "SIGSEGV: sock.c pre_recvmsg walks msg_iov[0..msg_iovlen) unchecked",
+    "udp_sendmsg_iovlen": "SIGSEGV: sockio.c pre_sendmsg passes (int)msg_iovlen (-1) to udp_sendv",
+    "udp_recvmsg_iovlen": "SIGSEGV: sockio.c pre_recvmsg walks msg_iov[0..msg_iovlen) unchecked",
     "tcp_recvmsg_iovlen": "no EMSGSIZE: pre_recvmsg walks msg_iov unchecked (reads past the array)",
     "tcp_writev_1025": "writev(iovcnt=1025) returns 0 instead of EINVAL",
     "connect_sndtimeo": "hang: blocking connect ignores SO_SNDTIMEO (preload_block(.., -1, ..))",

@@ -1,4 +1,4 @@
-"""Many threads waiting on one stack at once (src/preload/sock.c, "many threads blocked on one
+"""Many threads waiting on one stack at once (src/preload/sockwait.c, "many threads blocked on one
 stack"): one blocked thread per process sleeps on the stack's AF_XDP fds and polls, the others
 sleep on their socket's futex and are woken by the poll that has something for them; the poller
 that leaves hands its place to one of them. These tests run real thread-per-connection clients

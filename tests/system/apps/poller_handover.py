@@ -1,4 +1,4 @@
-"""The poller's hand-over (src/preload/sock.c), client and server of one check.
+"""The poller's hand-over (src/preload/sockwait.c), client and server of one check.
 
     poller_handover.py server ADDR PORT ROUNDS      (kernel, host b)
     poller_handover.py client ADDR PORT ROUNDS block|poll   (under slipstream run, host a)

@@ -1,0 +1,247 @@
+/* Descriptors of accelerated sockets (POSIX layer): close, dup, fcntl, fork and close_range keep
+ * the stack socket's references and epoll registrations as the kernel keeps its open files, and
+ * SCM_RIGHTS carries a reference with each accelerated fd a UNIX socket passes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "preload/file.h"
+#include "preload/preload.h"
+#include "stack/stack.h"
+
+/* The kernel socket behind an accelerated fd, by inode, so that a process receiving it over a
+ * UNIX socket finds the stack socket (fd passing). Recorded when the fd is sent (pass_rights),
+ * not for every new socket: an fstat per accepted connection was one of the 6 syscalls nginx
+ * made per connection; a new socket only clears what an earlier one at its index left. */
+static void note_ino(struct slip_stack *s, bool tcp, int sock, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        slip_sock__set_ino(s, tcp, sock, (uint64_t)st.st_ino);
+}
+
+/* close() of an accelerated socket's fd. Its epoll registrations go with it unless another fd
+ * of this process still refers to the socket (dup): the kernel keys them on the open file. */
+static void close_sock_fd(int fd, struct pfd *p)
+{
+    uint8_t kind = p->kind;
+    int sock = p->sock;
+    preload_release(fd);
+    if (slip_proc__held(g_pre.stack, kind == PFD_TCP, sock) > 0) {
+        uepoll_detach_fd(fd, kind, sock);
+    } else {
+        uepoll_forget_fd(fd);
+        uepoll_forget_sock(kind, sock);
+    }
+}
+
+void preload_fd_gone(int fd)
+{
+    struct pfd *p = pfd_get(fd);
+    if (p) {
+        if (p->kind == PFD_EPOLL) {
+            uepoll_forget_fd(fd);       /* it may sit inside another epoll set */
+            uepoll_free(p->ep);
+            pfd_clear(fd);
+        } else {
+            close_sock_fd(fd, p);
+        }
+    }
+}
+
+int pre_close(int fd)
+{
+    if (g_pre.stack && preload_own_fd(fd))
+        return 0;       /* keep.c: the stack's own fds stay open */
+    preload_fd_gone(fd);
+    file_fd_gone(fd);
+    return real_close(fd);
+}
+/* A fd received with SCM_RIGHTS that is the kernel twin of an accelerated socket becomes that
+ * socket here too, as the kernel's would (one more reference). ufd: the UNIX socket it came on
+ * (a process with no stack yet opens the sender's: preload_stack_for_passed). */
+static void adopt_passed(int fd, int ufd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return;
+    int dom = 0;
+    socklen_t dl = sizeof(dom);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6))
+        return;
+    struct slip_stack *s = preload_stack_for_passed(ufd);
+    bool tcp;
+    int sock = s ? slip_sock__by_ino(s, (uint64_t)st.st_ino, &tcp) : -ENOENT;
+    if (sock < 0)
+        return;
+    struct pfd *p = pfd_new(fd);
+    if (!p)
+        return;
+    int acc = 0;
+    socklen_t al = sizeof(acc);
+    p->kind = tcp ? PFD_TCP : PFD_UDP;
+    p->sock = sock;
+    p->nonblock = (real_fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+    p->v6 = dom == AF_INET6;
+    p->listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc;
+    slip_sock__pass_in(s, tcp, sock);
+}
+
+/* Before a UNIX socket message carries accelerated fds away: a reference travels with each. */
+int preload_pass_rights(const struct msghdr *m, int dir)
+{
+    int n = 0;
+    if (!g_pre.stack || !m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+        return 0;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR((struct msghdr *)m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            struct pfd *p = pfd_get(f);
+            if (!p || (p->kind != PFD_TCP && p->kind != PFD_UDP))
+                continue;
+            if (dir > 0) {
+                note_ino(g_pre.stack, p->kind == PFD_TCP, p->sock, f);
+                slip_sock__pass_out(g_pre.stack, p->kind == PFD_TCP, p->sock);
+            }
+            else
+                slip_sock__pass_in(g_pre.stack, p->kind == PFD_TCP, p->sock), preload_sock_unref(p);
+            n++;
+        }
+    }
+    return n;
+}
+
+void preload_adopt_rights(struct msghdr *m, int ufd)
+{
+    if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+        return;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+            adopt_passed(f, ufd);
+        }
+    }
+}
+
+/* ---- descriptors ---- */
+
+static int dup_into(int oldfd, int newfd)
+{
+    file_fd_dup(oldfd, newfd);
+    struct pfd *p = pfd_get(oldfd);
+    if (!p || newfd < 0 || newfd >= g_pre.nfds)
+        return newfd;
+    g_pre.fds[newfd] = *p;
+    if (p->kind == PFD_TCP || p->kind == PFD_UDP) {
+        slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
+        if (newfd <= 2)
+            preload_stdio_std(newfd);   /* inetd style: dup2(conn, 1), then printf */
+    } else if (p->kind == PFD_EPOLL) {
+        pfd_clear(newfd);   /* a duplicated epoll fd sees only the kernel set (see COMPLIANCE) */
+    }
+    return newfd;
+}
+
+int pre_dup(int fd)
+{
+    int n = real_dup(fd);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_dup2(int fd, int fd2)
+{
+    if (fd == fd2)
+        return real_dup2(fd, fd2);
+    file_fd_gone(fd2);
+    if (pfd_get(fd2) && pfd_get(fd2)->kind != PFD_EPOLL) {
+        uepoll_forget_fd(fd2);
+        preload_release(fd2);
+    }
+    int n = real_dup2(fd, fd2);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_dup3(int fd, int fd2, int flags)
+{
+    if (fd != fd2)
+        file_fd_gone(fd2);
+    if (pfd_get(fd2) && fd != fd2 && pfd_get(fd2)->kind != PFD_EPOLL) {
+        uepoll_forget_fd(fd2);
+        preload_release(fd2);
+    }
+    int n = real_dup3(fd, fd2, flags);
+    return n < 0 ? n : dup_into(fd, n);
+}
+
+int pre_fcntl(int fd, int cmd, long arg)
+{
+    struct pfd *p = pfd_get(fd);
+    int r = real_fcntl(fd, cmd, arg);
+    if (cmd == F_SETFL && r == 0)
+        file_fd_setfl(fd, arg);
+    else if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0)
+        file_fd_dup(fd, r);
+    if (!p || r < 0)
+        return r;
+    if (cmd == F_SETFL)
+        p->nonblock = (arg & O_NONBLOCK) != 0;
+    else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+        dup_into(fd, r);
+    return r;
+}
+pid_t pre_fork(void)
+{
+    /* Both processes keep every socket: count the child's copies before it exists, in a slot of
+     * its own so they are given back if it dies without closing them. */
+    struct slip_stack *s = g_pre.stack;
+    int slot = s ? slip_proc__reserve(s, true) : -1;
+    if (s && slot < 0)
+        for (int fd = 0; fd < g_pre.nfds; fd++) {
+            struct pfd *p = &g_pre.fds[fd];
+            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, 1);
+        }
+    pid_t pid = real_fork();
+    if (s && slot >= 0) {
+        int e = errno;
+        slip_proc__started(s, slot, pid);
+        errno = e;
+    } else if (pid < 0 && s) {
+        for (int fd = 0; fd < g_pre.nfds; fd++) {
+            struct pfd *p = &g_pre.fds[fd];
+            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
+                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
+        }
+    }
+    return pid;
+}
+
+int pre_close_range(unsigned int first, unsigned int last, int flags)
+{
+    if (!(flags & CLOSE_RANGE_CLOEXEC))
+        for (unsigned int fd = first; fd <= last && fd < (unsigned int)g_pre.nfds; fd++) {
+            file_fd_gone((int)fd);
+            struct pfd *p = pfd_get((int)fd);
+            if (!p)
+                continue;
+            if (p->kind == PFD_EPOLL) {
+                uepoll_forget_fd((int)fd);
+                uepoll_free(p->ep);
+                pfd_clear((int)fd);
+            } else {
+                close_sock_fd((int)fd, p);
+            }
+        }
+    return preload_close_range_keep(first, last, flags);     /* keep.c */
+}
