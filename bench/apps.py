@@ -31,7 +31,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROUNDS = 2
 PORT_BASE = 7000
-ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3", "neighbour"]
+ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3", "neighbour", "workers"]
 
 
 def _load_tcp():
@@ -228,7 +228,7 @@ class Apps:
         raise RuntimeError(f"XDP on b:veth0 should be {'on' if want else 'off'}")
 
     # -- nginx -----------------------------------------------------------------------------------
-    def nginx_conf(self, port):
+    def nginx_conf(self, port, workers=1):
         d = pathlib.Path(tempfile.mkdtemp(prefix="nginx-", dir=self.tmp))
         root = d / "www"
         root.mkdir()
@@ -241,6 +241,11 @@ class Apps:
         for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", "[::]" if dual else self.b.addr),
                      ("@PORT@", f"{port} ipv6only=off" if dual else str(port))):
             text = text.replace(k, v)
+        if workers > 1:
+            # A listener per worker (SO_REUSEPORT): under slipstream each worker moves to a stack
+            # of its own (docs/ARCHITECTURE.md, "a stack per worker").
+            text = text.replace("worker_processes 1;", f"worker_processes {workers};")
+            text = text.replace(" backlog=4096;", " backlog=4096 reuseport;")
         conf = d / "nginx.conf"
         conf.write_text(text)
         return conf
@@ -292,6 +297,58 @@ class Apps:
             tail = err.read_text().strip().splitlines()[-3:] if err.exists() else []
             if tail:
                 log("nginx error.log (slip): " + " | ".join(tail))
+        return out
+
+    def stack_waits(self):
+        """Cross-stack and lock waits summed over every stack `slipstream stat` lists in b, and
+        how many stacks there were."""
+        st = self.b.run([self.slip, "stat", "--iface", "veth0"], timeout=30)
+        keys = ("lock.contended", "group.pool_lock_contended")
+        out = {k: 0 for k in keys + ("fill_busy", "comp_busy", "stacks")}
+        seen_pool = False
+        for line in st.stdout.splitlines():
+            f = line.split()
+            if line.startswith("stack "):
+                out["stacks"] += 1
+            elif len(f) == 2 and f[1].isdigit():
+                if f[0] == "group.pool_lock_contended":
+                    if not seen_pool:      # the group's lock, repeated by every stack
+                        out[f[0]] = int(f[1])
+                        seen_pool = True
+                elif f[0] in keys:
+                    out[f[0]] += int(f[1])
+                elif f[0].endswith(".fill_busy") or f[0].endswith(".comp_busy"):
+                    out[f[0].rsplit(".", 1)[1]] += int(f[1])
+        return out
+
+    def workers(self, cfg, secs):
+        """nginx with 1 worker, then 2 workers with `listen ... reuseport` (a stack each under
+        slipstream): wrk keep-alive and Connection: close; server CPU per request; after each
+        slipstream run, the waits `slipstream stat` counts."""
+        out = {}
+        for n in (1, 2):
+            port = self.next_port()
+            conf = self.nginx_conf(port, workers=n)
+            srv = self.start(self.server_cfg(cfg), ["nginx", "-c", str(conf)], port)
+            url = f"http://{self.b.addr}:{port}/1k.bin"
+            try:
+                for name, extra in (("ka", []), ("close", ["-H", "Connection: close"])):
+                    cmd = ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency", *extra, url]
+                    try:
+                        w0 = self.stack_waits() if cfg != "kernel" else None
+                        (text, _), cpu, allcpu, mach = self.measured(
+                            srv, lambda: self.client(cmd, timeout=secs + 60))
+                        r = parse_wrk(text)
+                        r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
+                        if w0 is not None:
+                            w1 = self.stack_waits()
+                            waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
+                            r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
+                        out[f"{name}{n}"] = r
+                    except Exception as e:  # noqa: BLE001
+                        out[f"{name}{n}"] = RuntimeError(one_line(e))
+            finally:
+                self.stop(srv)
         return out
 
     # -- sockperf --------------------------------------------------------------------------------
@@ -759,11 +816,37 @@ def run_neighbour(apps, out, plots):
                f"group). Compare each slipstream row with its own alone row for the neighbour's cost.\n")
 
 
+def run_workers(apps, out, plots):
+    secs = 2 if apps.quick else 5
+    res = alternate(["kernel", "slip"], lambda c: apps.workers(c, secs), "workers")
+    rows = []
+    for kind, what in (("ka", "keep-alive 64 conns"), ("close", "Connection: close, 64 conns")):
+        for n in (1, 2):
+            s = split(res, f"{kind}{n}")
+            label = f"{what}, {n} worker{'s + reuseport' if n > 1 else ''}"
+            rows += [(f"{label}: req/s", s, "rps", True, 0),
+                     (f"{label}: req per server CPU-s", s, "per_cpu_s", True, 0),
+                     (f"{label}: p99 µs", s, "p99", False, 0)]
+            if n == 2:
+                rows.append((f"{label}: stacks in b", split(res, f"{kind}{n}"), "stacks", True, 0))
+            rows.append((f"{label}: lock/ring waits per 1000 req", s, "waits_per_k", False, 3))
+    out.append(table("nginx 1 KiB GET, 1 worker vs 2 workers with reuseport (wrk -t1 -c64 in a)", KS, rows,
+                     base="kernel"))
+    out.append(f"- `wrk -t1 -c64 -d{secs}s --latency [-H 'Connection: close'] http://198.18.0.2:PORT/1k.bin` "
+               f"against `nginx -c bench/apps/nginx.conf.in` with `worker_processes 1`, then `worker_processes 2` "
+               f"and `listen ... reuseport`, server pinned to CPU 1 (both workers on it: the row measures "
+               f"the cost per request, not scaling), wrk on CPU 0. Waits: `slipstream stat` before and "
+               f"after each run, summed over every stack in b: lock.contended, group.pool_lock_contended, "
+               f"xsk.*.fill_busy and comp_busy.\n")
+
+
 RUNNERS = {"nginx": run_nginx, "sockperf": run_sockperf, "redis": run_redis,
-           "memcached": run_memcached, "iperf3": run_iperf3, "neighbour": run_neighbour}
+           "memcached": run_memcached, "iperf3": run_iperf3, "neighbour": run_neighbour,
+           "workers": run_workers}
 PROGRAMS = {"nginx": ["nginx", "wrk"], "sockperf": ["sockperf"], "redis": ["redis-server", "redis-benchmark"],
             "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"],
-            "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl", "wrk"]}
+            "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl", "wrk"],
+            "workers": ["nginx", "wrk"]}
 
 
 def command_line(repo, prefix):

@@ -496,7 +496,7 @@ static void config_ifaces(struct slip_config *cfg)
  * together may both find nobody serving: the one whose open fails because the other took the
  * interfaces joins that group once it serves. The interfaces may also still be held by the
  * guardian of a stack whose programs all ended (it lets go within a second): open again. */
-static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
+static int open_or_join(struct slip_config *cfg, struct slip_stack **out, char *err, size_t errlen)
 {
     /* For up to 3 s. Each step can fail for a moment: the serving process may be busy, exiting
      * (its connection resets) or no longer allowed to serve, and another process of the stack
@@ -513,7 +513,7 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
             struct timespec ts = { 0, 100 * 1000000L };
             nanosleep(&ts, NULL);
         }
-        rc = named[0] ? slip_share__join(&g_pre.stack, named, err, errlen) : -ENOENT;
+        rc = named[0] ? slip_share__join(out, named, err, errlen) : -ENOENT;
         if (rc == -EACCES || rc == -EPROTO) {
             /* Another user's process holds our stack's name: a stack of our own in the group,
              * not served under that name. */
@@ -528,9 +528,9 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
             rc = -EAGAIN;
         }
         if (rc == -ENOENT && g_share_name[0]) {
-            rc = slip_share__join_group(&g_pre.stack, g_share_name, cfg, err, errlen);
+            rc = slip_share__join_group(out, g_share_name, cfg, err, errlen);
             if (rc == 0)
-                preload_guard_start(g_pre.stack, g_share_name);
+                preload_guard_start(*out, g_share_name);
         }
         if (rc == 0)
             return 0;
@@ -549,9 +549,9 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
             continue;
         if (rc != -ENOENT)
             break;
-        rc = slip_stack__open(&g_pre.stack, cfg, err, errlen);
+        rc = slip_stack__open(out, cfg, err, errlen);
         if (rc == 0) {
-            preload_guard_start(g_pre.stack, g_share_name);
+            preload_guard_start(*out, g_share_name);
             return 0;
         }
         if ((rc != -EBUSY && rc != -EEXIST) || !g_share_name[0])
@@ -561,21 +561,23 @@ static int open_or_join(struct slip_config *cfg, char *err, size_t errlen)
     return rc;
 }
 
-static struct slip_stack *stack_open_once(void)
+/* Opens (or joins) a stack for this process into *out: 0, or negative errno with the warning
+ * printed. A worker moving to a stack of its own (g_left_stack set) gets one named after its
+ * parent's. */
+static int open_stack(struct slip_stack **out)
 {
     struct slip_config cfg;
     char err[256] = "";
     slip_config__defaults(&cfg);
     config_ifaces(&cfg);
     int rc = -ENODEV;
+    *out = NULL;
     if (slip_sandbox__limited())
         /* Opening a stack takes calls no sandbox allows (bpf, netlink, AF_XDP sockets). */
         snprintf(err, sizeof(err), "the program runs under a seccomp filter: its new sockets stay on the kernel");
     else if (cfg.nifaces == 0)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0) {
-        /* The sender of the sockets we received first: its stack is ours (only a name of the
-         * characters slip_config__from_env accepts). */
         if (g_left_stack) {
             /* A worker's own stack: named after its parent's and its pid (unique, joinable). */
             char nm[64];
@@ -584,29 +586,40 @@ static struct slip_stack *stack_open_once(void)
                 snprintf(nm, sizeof(nm), "w%d", (int)getpid());
             snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", nm);
         } else if (slip_config__stack_name_ok(g_peer_stack_name) && strcmp(g_peer_stack_name, cfg.stack_name) != 0) {
+            /* The sender of the sockets we received first: its stack is ours (only a name of the
+             * characters slip_config__from_env accepts). */
             slip_info("opening the stack %s of the program that sent us sockets", g_peer_stack_name);
             snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", g_peer_stack_name);
         }
-        rc = open_or_join(&cfg, err, sizeof(err));
-    }
-    if (rc == 0 && g_left_stack) {
-        /* A worker's second stack: the progress thread it has moves over (worker_takeover). */
-    } else if (rc == 0) {
-        progress_start();
-        progress_atfork_register();
-        stack_exit_register();
-        uint64_t dump;
-        slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &dump, err, sizeof(err));
-        if (dump)
-            atexit(dump_at_exit);
+        rc = open_or_join(&cfg, out, err, sizeof(err));
     }
     if (rc < 0) {
-        g_pre.stack = NULL;
-        if (g_pre.strict)
+        *out = NULL;
+        if (g_left_stack)
+            fprintf(stderr, "slipstream: warning: this worker stays on its parent's stack: %s\n", err);
+        else if (g_pre.strict)
             fprintf(stderr, "slipstream: error: %s\n", err);
         else
             fprintf(stderr, "slipstream: warning: not accelerated, using the kernel: %s\n", err);
     }
+    return rc;
+}
+
+static struct slip_stack *stack_open_once(void)
+{
+    struct slip_stack *s;
+    if (open_stack(&s) == 0) {
+        g_pre.stack = s;
+        progress_start();
+        progress_atfork_register();
+        stack_exit_register();
+        uint64_t dump;
+        char err[256];
+        slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &dump, err, sizeof(err));
+        if (dump)
+            atexit(dump_at_exit);
+    }
+    g_pre.stack = s;
     __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
     return g_pre.stack;
 }
@@ -642,12 +655,14 @@ static int worker_takeover(int use_fd)
     }
     if (!n || n > 1024)
         return -1;
+    /* The process goes on using its parent's stack until the copies are made; a fork child is
+     * single-threaded here but for the progress thread, which is kept out meanwhile. */
+    pthread_mutex_lock(&g_progress_mu);
     /* Our new stack: the name we served was the parent's (its processes serve it). */
     share_drop(&g_named_fd);
-    pthread_mutex_lock(&g_progress_mu);     /* the progress thread is outside the parent's stack */
     g_left_stack = from;
-    g_pre.stack = NULL;
-    struct slip_stack *to = stack_open_once();
+    struct slip_stack *to;
+    open_stack(&to);
     int copies[1024];
     int nc = 0, rc = to ? 0 : -1;
     for (int fd = 0; fd < g_pre.nfds && rc == 0; fd++) {
@@ -661,18 +676,18 @@ static int worker_takeover(int use_fd)
             copies[nc++] = c;
     }
     if (rc < 0) {
-        /* Stay where we were: the copies go (their kernel sockets are the listeners' own). */
+        /* Stay where we were: the copies go (their kernel sockets are the listeners' own). The
+         * new stack stays open, unused, until we exit. */
         for (int i = 0; to && i < nc; i++)
             slip_tcp__close(to, copies[i]);
         if (to)
             slip_warn("this worker keeps its parent's stack: a listener could not be copied into its own (%s)",
                       strerror(-rc));
-        g_pre.stack = from;
         g_left_stack = NULL;
-        __atomic_store_n(&g_pre.tried, true, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&g_progress_mu);
         return -1;
     }
+    g_pre.stack = to;
     int i = 0;
     for (int fd = 0; fd < g_pre.nfds; fd++) {
         struct pfd *p = pfd_get(fd);
