@@ -133,6 +133,7 @@ int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
 /* Lock held. True when another listener of a SO_REUSEPORT group still needs r's listen key. */
 static bool tcp_res_key_shared(struct slip_stack *s, const struct tcp_res *r)
 {
+    STACK_ASSERT_LOCKED(s);
     if (r->key != 1)
         return false;
     for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++) {

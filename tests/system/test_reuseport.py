@@ -424,3 +424,47 @@ def worker_stacks(host, exe):
             out[-1]["passive"] = int(l.split()[1])
     print("stacks:", out)
     return out
+
+
+def test_nginx_reload_moves_to_new_worker_stacks(nginx_rp, build_dir):
+    """nginx reload (SIGHUP): the master forks new workers, which move to stacks of their own
+    and take over its listeners (parking its stack again), while the old workers finish and their
+    stacks go; every request before, during and after is answered."""
+    a, b, nd = nginx_rp
+    url = f"http://{B_ADDR}:{PORT}/1k"
+    master = open(os.path.join(nd, "nginx.pid")).read().split()[0]
+
+    def curls(n):
+        codes = []
+        for _ in range(n):
+            r = a.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", url], timeout=30)
+            codes.append(r.stdout.strip() if r.returncode == 0 else f"rc{r.returncode}:{r.stderr.strip()}")
+        return codes
+
+    assert curls(20) == ["200"] * 20
+    old = worker_pids(b, nd)
+    os.kill(int(master), signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    new = set()
+    while time.monotonic() < deadline:
+        new = worker_pids(b, nd) - old
+        if len(new) == 2:
+            break
+        time.sleep(0.2)
+    assert len(new) == 2, f"no new workers after SIGHUP: old {old}, now {worker_pids(b, nd)}"
+    codes = curls(60)
+    assert codes == ["200"] * 60, codes
+    # The old workers are gone with their stacks; each new one has its own, which took the
+    # connections; the master's stack took none.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and worker_pids(b, nd) & old:
+        time.sleep(0.2)
+    stacks = worker_stacks(b, build_dir / "slipstream")
+    for w in new:
+        own = [st for st in stacks if st["name"].endswith(f".{w}")]
+        assert len(own) == 1 and own[0]["passive"] > 0, f"new worker {w}: {stacks}"
+    for w in old:
+        assert not [st for st in stacks if st["name"].endswith(f".{w}")], f"old worker {w}'s stack stayed: {stacks}"
+    parent = [st for st in stacks if master in st["procs"]]
+    assert len(parent) == 1 and parent[0]["passive"] == 0, f"the master's stack took connections: {parent}"
+    assert "[alert]" not in read(os.path.join(nd, "error.log"))
