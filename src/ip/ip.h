@@ -127,6 +127,8 @@ struct ip_shared {
     struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
     /* IPv6 (ip6.h) */
     uint32_t next_id6;          /* fragment identification */
+    uint8_t auto_flowlabels;    /* net.ipv6.auto_flowlabels says labels by default (ip6_flow.c) */
+    uint64_t flow_key[2];       /* secret of the flow label hash */
     uint32_t neigh6_pending;
     struct ip6_neigh_wait neigh6[IP6_NEIGH_SLOTS];
     struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];

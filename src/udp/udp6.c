@@ -322,7 +322,8 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     v[0].iov_len = sizeof(h);
     memcpy(&v[1], iov, sizeof(*iov) * (size_t)iovcnt);
     struct ip6_tx tx = { .src = *src, .dst = *dst, .proto = WIRE_IPPROTO_UDP, .hop_limit = u->hops,
-                         .tclass = u->tclass };
+                         .tclass = u->tclass,
+                         .flow = ip6_flow__label(env->sh, src, dst, WIRE_IPPROTO_UDP, h.sport, h.dport) };
     rc = ip6_output__send(env, &rt, &tx, v, iovcnt + 1);
     if (rc < 0) {
         sh->c.tx_errors++;
