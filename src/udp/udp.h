@@ -48,6 +48,8 @@ struct udp_sock {
     uint8_t v6only;             /* in hash6 only, not in the IPv4 demux */
     uint8_t tclass;             /* IPV6_TCLASS */
     uint8_t hops;               /* IPV6_UNICAST_HOPS, 0: the default */
+    uint8_t pmtudisc;           /* IPV6_MTU_DISCOVER (IPV6_PMTUDISC_*); 0 (DONT) sends as WANT does */
+    uint8_t dontfrag;           /* IPV6_DONTFRAG */
     slip_idx_t hnext6;
     uint32_t scope;             /* sin6_scope_id of a link-local laddr6/raddr6, or 0 */
     struct wire_ipv6_addr laddr6, raddr6;   /* :: = any / not connected to IPv6 */

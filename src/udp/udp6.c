@@ -6,8 +6,10 @@
 #include "udp/udp.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 
+#include "ctl/ctl.h"
 #include "wire/checksum.h"
 #include "wire/udp.h"
 
@@ -306,6 +308,15 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
         sh->c.tx_errors++;
         return rc;
     }
+    /* IPV6_MTU_DISCOVER as Linux's ip6_append_data/ip6_fragment: PROBE, INTERFACE and OMIT
+     * size to the device MTU, not the path's; DO, PROBE and INTERFACE refuse what would need
+     * fragments (EMSGSIZE), as IPV6_DONTFRAG does; DONT, WANT and OMIT fragment. */
+    if (u->pmtudisc >= IPV6_PMTUDISC_PROBE) {
+        const struct ctl_link *l = ctl_tables__link(env->ctl_t, rt.ifindex);
+        if (l && l->mtu)
+            rt.mtu = SLIP_MAX(l->mtu, (uint32_t)WIRE_IPV6_MIN_MTU);
+    }
+    bool dontfrag = u->dontfrag || (u->pmtudisc >= IPV6_PMTUDISC_DO && u->pmtudisc != IPV6_PMTUDISC_OMIT);
     const struct wire_ipv6_addr *src = addr_any(&u->laddr6) ? &rt.src : &u->laddr6;
     struct wire_udp_hdr h = {
         .sport = hton16(u->lport), .dport = hton16(dport),
@@ -322,7 +333,7 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     v[0].iov_len = sizeof(h);
     memcpy(&v[1], iov, sizeof(*iov) * (size_t)iovcnt);
     struct ip6_tx tx = { .src = *src, .dst = *dst, .proto = WIRE_IPPROTO_UDP, .hop_limit = u->hops,
-                         .tclass = u->tclass,
+                         .tclass = u->tclass, .dontfrag = dontfrag,
                          .flow = ip6_flow__label(env->sh, src, dst, WIRE_IPPROTO_UDP, h.sport, h.dport) };
     rc = ip6_output__send(env, &rt, &tx, v, iovcnt + 1);
     if (rc < 0) {
