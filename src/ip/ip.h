@@ -35,6 +35,7 @@ struct xsk_port;
 /* IPv6 (ip6.h): its own neighbour waits and path-MTU cache; reassembly shares the slots above. */
 #define IP6_NEIGH_SLOTS     32
 #define IP6_PMTU_SLOTS      128
+#define IP6_ID_BUCKETS      64      /* fragment identification counters (RFC 7739 §5.3) */
 #define IP6_REASS_TIMEOUT   (60 * SLIP_SEC)    /* RFC 8200 §4.5, Linux ip6frag_time */
 #define IP6_DEFAULT_HOPS    64                 /* Linux net.ipv6.conf.*.hop_limit */
 
@@ -126,9 +127,9 @@ struct ip_shared {
                                  * looks at the table, and skips it when this is 0 */
     struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
     /* IPv6 (ip6.h) */
-    uint32_t next_id6;          /* fragment identification */
     uint8_t auto_flowlabels;    /* net.ipv6.auto_flowlabels says labels by default (ip6_flow.c) */
-    uint64_t flow_key[2];       /* secret of the flow label hash */
+    uint64_t key[2];            /* secret of the flow label and fragment identification hashes */
+    uint32_t id6[IP6_ID_BUCKETS];   /* fragment identification counters (ip6_flow__frag_id) */
     uint32_t neigh6_pending;
     struct ip6_neigh_wait neigh6[IP6_NEIGH_SLOTS];
     struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];

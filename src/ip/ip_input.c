@@ -19,7 +19,6 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high)
         pkt_queue__init(&sh->neigh[i].q);
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
         sh->reass[i].frags = SLIP_NIL;
-    sh->next_id6 = 1;
     for (unsigned i = 0; i < IP6_NEIGH_SLOTS; i++)
         pkt_queue__init(&sh->neigh6[i].q);
 }
