@@ -68,6 +68,12 @@ struct udp_shared {
     struct udp_sock socks[];
 };
 
+/* Demux bucket of a local port, for both the IPv4 (hash) and the IPv6 (hash6) table. */
+static inline unsigned udp__bucket(uint16_t lport)
+{
+    return (lport * 40503u >> 6) & (UDP_HASH_BUCKETS - 1);
+}
+
 /* Bytes of a udp_shared with room for max_socks sockets. */
 size_t udp_shared__bytes(uint32_t max_socks);
 void udp_shared__init(struct udp_shared *sh, uint32_t max_socks);

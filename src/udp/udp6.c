@@ -21,11 +21,6 @@
  * source (16). */
 #define UDP6_PEER_BYTES 40
 
-static unsigned bucket(uint16_t lport)
-{
-    return (lport * 40503u >> 6) & (UDP_HASH_BUCKETS - 1);
-}
-
 static bool addr_eq(const struct wire_ipv6_addr *a, const struct wire_ipv6_addr *b)
 {
     return memcmp(a, b, sizeof(*a)) == 0;
@@ -43,7 +38,7 @@ int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_OPEN)
         return -EINVAL;
-    unsigned b = bucket(lport);
+    unsigned b = udp__bucket(lport);
     for (slip_idx_t i = sh->hash6[b]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *o = &sh->socks[i];
         if (o->lport == lport && addr_eq(&o->laddr6, laddr6) && !o->connected && !(u->reuseport && o->reuseport))
@@ -69,7 +64,7 @@ int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_
 void udp6__unhash(struct udp_shared *sh, slip_idx_t s)
 {
     struct udp_sock *u = &sh->socks[s];
-    slip_idx_t *pp = &sh->hash6[bucket(u->lport)];
+    slip_idx_t *pp = &sh->hash6[udp__bucket(u->lport)];
     while (*pp != SLIP_NIL && *pp != s)
         pp = &sh->socks[*pp].hnext6;
     if (*pp == s)
@@ -118,7 +113,7 @@ slip_idx_t udp__lookup6(const struct udp_shared *sh, const struct wire_ipv6_addr
 {
     slip_idx_t best = SLIP_NIL;
     int best_score = -1;
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         int score = 0;
         if (u->lport != lport)
@@ -143,14 +138,14 @@ slip_idx_t udp__lookup6(const struct udp_shared *sh, const struct wire_ipv6_addr
     /* A SO_REUSEPORT group, spread by the peer as for IPv4. */
     const struct udp_sock *b = &sh->socks[best];
     uint32_t n = 0;
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         n += u->reuseport && !u->connected && u->lport == lport && addr_eq(&u->laddr6, &b->laddr6);
     }
     if (n <= 1)
         return best;
     uint32_t k = (uint32_t)(((uint64_t)tuple_hash6(raddr, rport) * n) >> 32);
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         if (u->reuseport && !u->connected && u->lport == lport && addr_eq(&u->laddr6, &b->laddr6) && k-- == 0)
             return i;
