@@ -374,6 +374,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     }
     tcp_shared__init(s->tcp, mc, key);
     ip6_flow__init(s->ip, key + 32);
+    ip_reass__read_sysctls(s->ip);
     {
         /* ECN as the kernel's TCP in this namespace does it (net.ipv4.tcp_ecn, src/tcp/tcp_ecn.c). */
         FILE *f = fopen("/proc/sys/net/ipv4/tcp_ecn", "re");
