@@ -6,7 +6,7 @@ BUILD_SAN  ?= build-san
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 5
 
-.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system test-apps testbed testbed-down bench netperf clean \
+.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system test-apps testbed testbed-down bench netperf sockperf clean \
         conformance conformance-deps
 
 all: build
@@ -70,6 +70,11 @@ test-apps: deps build
 # autoconf and automake).
 netperf:
 	scripts/netperf.sh $(BUILD)/netperf
+
+# Opt-in: sockperf 3.10 from its source into build/sockperf, for bench/v6.py's ping-pong over IPv6
+# (Debian 12's sockperf 3.7 rejects IPv6 addresses). Needs git, network, autoconf, automake, libtool.
+sockperf:
+	scripts/sockperf.sh $(BUILD)/sockperf
 
 testbed: build
 	$(PYTHON) scripts/testbed.py up

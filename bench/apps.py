@@ -113,6 +113,14 @@ class Apps:
         self.tmp = tmp
         self.port = PORT_BASE
         self.steer = None
+        # where nginx/sockperf listen and clients connect: b's IPv4 address unless bench/v6.py
+        # points them at b's IPv6 one; and the sockperf to run (v6.py: one that takes IPv6)
+        self.dst = self.b.addr
+        self.sockperf_bin = "sockperf"
+
+    def dst_host(self):
+        """self.dst as it goes in a URL or an nginx listen directive: IPv6 in brackets."""
+        return f"[{self.dst}]" if ":" in self.dst else self.dst
 
     def next_port(self):
         # A fresh port per server start: TIME_WAIT or a lingering stack of the last run cannot interfere.
@@ -138,7 +146,7 @@ class Apps:
         return [*cpu_pin(cpu), self.slip, "run", "--iface", "veth0", *prof, "--", *cmd]
 
     def probe_tcp(self, port):
-        r = self.a.run(["timeout", "2", "bash", "-c", f"echo -n > /dev/tcp/{self.b.addr}/{port}"],
+        r = self.a.run(["timeout", "2", "bash", "-c", f"echo -n > /dev/tcp/{self.dst}/{port}"],
                        timeout=10)
         return r.returncode == 0
 
@@ -238,7 +246,7 @@ class Apps:
             os.chmod(path, mode)
         text = (HERE / "apps" / "nginx.conf.in").read_text()
         dual = os.environ.get("SLIP_BENCH_NGINX_LISTEN") == "dual"
-        for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", "[::]" if dual else self.b.addr),
+        for k, v in (("@DIR@", str(d)), ("@ROOT@", str(root)), ("@ADDR@", "[::]" if dual else self.dst_host()),
                      ("@PORT@", f"{port} ipv6only=off" if dual else str(port))):
             text = text.replace(k, v)
         if workers > 1:
@@ -260,17 +268,19 @@ class Apps:
             raise RuntimeError("idle connections not opened: " + one_line(p.tail()))
         return p
 
-    def nginx(self, cfg, secs):
+    def nginx(self, cfg, secs, subs=("ka16", "ka64", "ka256", "idle", "close")):
         """All nginx rows of one configuration from one nginx: keep-alive 16/64/256, keep-alive 16
-        beside IDLE idle connections, then close."""
+        beside IDLE idle connections, then close (those of them named in subs)."""
         port = self.next_port()
         conf = self.nginx_conf(port)
         srv = self.start(self.server_cfg(cfg), ["nginx", "-c", str(conf)], port)
         out = {}
-        url = f"http://{self.b.addr}:{port}/1k.bin"
+        url = f"http://{self.dst_host()}:{port}/1k.bin"
         try:
             for name, extra, conns in (("ka16", [], 16), ("ka64", [], 64), ("ka256", [], 256),
                                        ("idle", [], 16), ("close", ["-H", "Connection: close"], 16)):
+                if name not in subs:
+                    continue
                 cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", *extra, url]
                 holder = None
                 try:
@@ -361,11 +371,11 @@ class Apps:
         if cfg == "kspin":
             tcp.append("--nonblocked")
             cfg = "kernel"
-        srv = self.start(cfg, ["sockperf", "sr", *tcp, "-i", self.b.addr, "-p", str(port)],
+        srv = self.start(cfg, [self.sockperf_bin, "sr", *tcp, "-i", self.dst, "-p", str(port)],
                          lambda l: "using " in l and "to block" in l,
                          profile="latency")
         try:
-            cmd = ["sockperf", "pp", *tcp, "-i", self.b.addr, "-p", str(port), "-t", str(secs),
+            cmd = [self.sockperf_bin, "pp", *tcp, "-i", self.dst, "-p", str(port), "-t", str(secs),
                    "-m", "64"]
             (text, _), cpu, allcpu, mach = self.measured(
                 srv, lambda: self.client(cmd, timeout=secs + 60, cfg=cfg, profile="latency"))

@@ -81,6 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     udp_sock__close(u, &h.pool, (slip_idx_t)s1);
     udp_sock__close(u, &h.pool, (slip_idx_t)s2);
+    h_free_sent(&h);            /* what the receive path sent back (reassembly time exceeded) */
     ip_shared__purge(&h.env);
     if (h.pool.frames->count != H_NFRAMES)
         abort();

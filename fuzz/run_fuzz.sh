@@ -13,7 +13,9 @@ trap 'rm -rf "$work"; exit 130' INT TERM
 cp -R "$seeds"/. "$work"/ || exit 1
 
 name=$(basename "$target")
-set -- "$target" -max_total_time="${FUZZ_SECONDS:-5}" -rss_limit_mb=2048 \
+# libFuzzer's default exit status for a crash, a leak or a timeout is 77, which meson counts as a
+# skipped test: 1 makes a finding fail the run.
+set -- "$target" -max_total_time="${FUZZ_SECONDS:-5}" -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 \
     -artifact_prefix="$artifacts/$name-" "$work"
 echo "$*"
 "$@"

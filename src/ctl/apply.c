@@ -216,7 +216,7 @@ static int apply_addr(struct ctl_tables *t, const struct nlmsghdr *nlh)
 
 /* ---- routes ------------------------------------------------------------------------------ */
 
-static int metrics_mtu(const struct nlattr *metrics, uint32_t *mtu)
+int ctl_attr__metrics_mtu(const struct nlattr *metrics, uint32_t *mtu)
 {
     const struct nlattr *a;
     mnl_attr_for_each_nested(a, metrics) {
@@ -226,24 +226,33 @@ static int metrics_mtu(const struct nlattr *metrics, uint32_t *mtu)
     return 0;
 }
 
-/* Multipath routes: we mirror the first hop only (no ECMP in the stack yet). */
-static int multipath_first(const struct nlattr *mp, struct ctl_route *r)
+/* Multipath routes: we mirror the first hop only (no ECMP in the stack yet). Both families. */
+int ctl_attr__multipath_first(const struct nlattr *mp, uint32_t *oif, const struct nlattr **gateway)
 {
     size_t len = mnl_attr_get_payload_len(mp);
     const struct rtnexthop *nh = mnl_attr_get_payload(mp);
     if (len < sizeof(*nh) || nh->rtnh_len < sizeof(*nh) || nh->rtnh_len > len)
         return -EINVAL;
-    r->oif = (uint32_t)nh->rtnh_ifindex;
+    *oif = (uint32_t)nh->rtnh_ifindex;
+    *gateway = NULL;
     const char *p = (const char *)nh + RTNH_ALIGN(sizeof(*nh));
     const char *end = (const char *)nh + nh->rtnh_len;
     while (p + sizeof(struct nlattr) <= end) {
         const struct nlattr *a = (const struct nlattr *)p;
         if (a->nla_len < sizeof(*a) || p + a->nla_len > end)
             return -EINVAL;
-        if (mnl_attr_get_type(a) == RTA_GATEWAY && attr_in4(a, &r->gateway) < 0)
-            return -EINVAL;
+        if (mnl_attr_get_type(a) == RTA_GATEWAY)
+            *gateway = a;
         p += MNL_ALIGN(a->nla_len);
     }
+    return 0;
+}
+
+static int multipath_first(const struct nlattr *mp, struct ctl_route *r)
+{
+    const struct nlattr *gw;
+    if (ctl_attr__multipath_first(mp, &r->oif, &gw) < 0 || (gw && attr_in4(gw, &r->gateway) < 0))
+        return -EINVAL;
     return 0;
 }
 
@@ -273,7 +282,7 @@ static int apply_route(struct ctl_tables *t, const struct nlmsghdr *nlh)
         attr_in4(tb[RTA_PREFSRC], &r.prefsrc) < 0 || ctl_attr__u32(tb[RTA_OIF], &r.oif) < 0 ||
         ctl_attr__u32(tb[RTA_PRIORITY], &r.priority) < 0)
         return -EINVAL;
-    if (tb[RTA_METRICS] && metrics_mtu(tb[RTA_METRICS], &r.mtu) < 0)
+    if (tb[RTA_METRICS] && ctl_attr__metrics_mtu(tb[RTA_METRICS], &r.mtu) < 0)
         return -EINVAL;
     if (tb[RTA_MULTIPATH] && !tb[RTA_OIF] && multipath_first(tb[RTA_MULTIPATH], &r) < 0)
         return -EINVAL;

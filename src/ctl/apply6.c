@@ -99,34 +99,12 @@ int ctl_apply6__addr(struct ctl_tables *t, const struct nlmsghdr *nlh)
     return CTL_APPLY_USED;
 }
 
-static int metrics_mtu(const struct nlattr *metrics, uint32_t *mtu)
-{
-    const struct nlattr *a;
-    mnl_attr_for_each_nested(a, metrics) {
-        if (mnl_attr_get_type(a) == RTAX_MTU)
-            return ctl_attr__u32(a, mtu) < 0 ? -EINVAL : 0;
-    }
-    return 0;
-}
-
 /* First hop of a multipath route (no ECMP in the stack), as for IPv4. */
 static int multipath_first(const struct nlattr *mp, struct ctl_route6 *r)
 {
-    size_t len = mnl_attr_get_payload_len(mp);
-    const struct rtnexthop *nh = mnl_attr_get_payload(mp);
-    if (len < sizeof(*nh) || nh->rtnh_len < sizeof(*nh) || nh->rtnh_len > len)
+    const struct nlattr *gw;
+    if (ctl_attr__multipath_first(mp, &r->oif, &gw) < 0 || (gw && attr_in6(gw, &r->gateway) < 0))
         return -EINVAL;
-    r->oif = (uint32_t)nh->rtnh_ifindex;
-    const char *p = (const char *)nh + RTNH_ALIGN(sizeof(*nh));
-    const char *end = (const char *)nh + nh->rtnh_len;
-    while (p + sizeof(struct nlattr) <= end) {
-        const struct nlattr *a = (const struct nlattr *)p;
-        if (a->nla_len < sizeof(*a) || p + a->nla_len > end)
-            return -EINVAL;
-        if (mnl_attr_get_type(a) == RTA_GATEWAY && attr_in6(a, &r->gateway) < 0)
-            return -EINVAL;
-        p += MNL_ALIGN(a->nla_len);
-    }
     return 0;
 }
 
@@ -156,7 +134,7 @@ int ctl_apply6__route(struct ctl_tables *t, const struct nlmsghdr *nlh)
         attr_in6(tb[RTA_PREFSRC], &r.prefsrc) < 0 || ctl_attr__u32(tb[RTA_OIF], &r.oif) < 0 ||
         ctl_attr__u32(tb[RTA_PRIORITY], &r.priority) < 0)
         return -EINVAL;
-    if (tb[RTA_METRICS] && metrics_mtu(tb[RTA_METRICS], &r.mtu) < 0)
+    if (tb[RTA_METRICS] && ctl_attr__metrics_mtu(tb[RTA_METRICS], &r.mtu) < 0)
         return -EINVAL;
     if (tb[RTA_MULTIPATH] && !tb[RTA_OIF] && multipath_first(tb[RTA_MULTIPATH], &r) < 0)
         return -EINVAL;

@@ -22,6 +22,11 @@ int ctl_apply__msg(struct ctl_tables *t, const struct nlmsghdr *nlh);
  * present, 0 when absent, -EINVAL when not a u32. */
 int ctl_attr__parse(const struct nlmsghdr *nlh, size_t hdrlen, const struct nlattr **tb, uint16_t max);
 int ctl_attr__u32(const struct nlattr *a, uint32_t *v);
+/* RTAX_MTU of an RTA_METRICS nest into *mtu (left alone when absent); -EINVAL when malformed. */
+int ctl_attr__metrics_mtu(const struct nlattr *metrics, uint32_t *mtu);
+/* The first hop of an RTA_MULTIPATH: its interface, and its RTA_GATEWAY attribute or NULL (the
+ * caller reads it in its family); -EINVAL when a length runs past the attribute. */
+int ctl_attr__multipath_first(const struct nlattr *mp, uint32_t *oif, const struct nlattr **gateway);
 /* AF_INET6 addresses, routes and neighbours (apply6.c); same contract as ctl_apply__msg. */
 int ctl_apply6__addr(struct ctl_tables *t, const struct nlmsghdr *nlh);
 int ctl_apply6__route(struct ctl_tables *t, const struct nlmsghdr *nlh);

@@ -35,6 +35,7 @@ struct xsk_port;
 /* IPv6 (ip6.h): its own neighbour waits and path-MTU cache; reassembly shares the slots above. */
 #define IP6_NEIGH_SLOTS     32
 #define IP6_PMTU_SLOTS      128
+#define IP6_ID_BUCKETS      64      /* fragment identification counters (RFC 7739 §5.3) */
 #define IP6_REASS_TIMEOUT   (60 * SLIP_SEC)    /* RFC 8200 §4.5, Linux ip6frag_time */
 #define IP6_DEFAULT_HOPS    64                 /* Linux net.ipv6.conf.*.hop_limit */
 
@@ -42,7 +43,7 @@ struct xsk_port;
 #define IP_COUNTERS(X) \
     X(rx_frames) X(rx_not_ipv4) X(rx_bad_eth) X(rx_truncated) X(rx_bad_header) X(rx_bad_csum) \
     X(rx_bad_options) X(rx_source_route) X(rx_not_local) X(rx_delivered) \
-    X(frag_rx) X(frag_bad) X(reass_ok) X(reass_timeout) X(reass_overlap) X(reass_dup) \
+    X(frag_rx) X(frag_bad) X(reass_ok) X(reass_timeout) X(reass_overlap) X(reass_dup) X(reass_time_exceeded_out) \
     X(reass_evict_slot) X(reass_evict_src) X(reass_evict_mem) X(reass_timeout_pressure) \
     X(tx_datagrams) X(tx_frames) X(tx_frags) X(tx_no_route) X(tx_no_frame) X(tx_too_big) \
     X(tx_port_full) X(tx_no_port) \
@@ -67,6 +68,7 @@ struct ip_reass_key {
     uint32_t id;
     uint8_t proto;
     uint8_t v6;
+    uint16_t hdr_len;           /* not part of the name: IP header bytes before this fragment's data */
 };
 
 struct ip_reass_slot {
@@ -74,6 +76,7 @@ struct ip_reass_slot {
     uint8_t used;
     uint8_t l4_proto;           /* IPv6: upper-layer protocol, from the first fragment */
     uint16_t l4_skip;           /* IPv6: extension headers after the fragment header (first fragment) */
+    uint16_t hdr_len;           /* the first fragment's IP header bytes, before its data (for a quote) */
     uint32_t total;             /* payload length, known once the last fragment arrived, else 0 */
     uint32_t received;          /* payload bytes held */
     uint32_t nbufs;
@@ -120,13 +123,16 @@ struct ip_shared {
     uint32_t reass_high;        /* at this many, evict the least recently active datagrams ... */
     uint32_t reass_low;         /* ... until fewer than this many (Linux ipfrag_*_thresh) */
     uint64_t reass_clock;       /* counts fragments kept, orders datagrams by last activity */
+    slip_time_t reass_time, reass6_time;    /* timeouts: net.ipv4.ipfrag_time, net.ipv6.ip6frag_time */
     struct ip_reass_slot reass[IP_REASS_SLOTS];
     struct ip_neigh_wait neigh[IP_NEIGH_SLOTS];
     uint32_t neigh_pending;     /* slots of neigh[] in use: every sent frame and every poll
                                  * looks at the table, and skips it when this is 0 */
     struct ip_pmtu_entry pmtu[IP_PMTU_SLOTS];
     /* IPv6 (ip6.h) */
-    uint32_t next_id6;          /* fragment identification */
+    uint8_t auto_flowlabels;    /* net.ipv6.auto_flowlabels says labels by default (ip6_flow.c) */
+    uint64_t key[2];            /* secret of the flow label and fragment identification hashes */
+    uint32_t id6[IP6_ID_BUCKETS];   /* fragment identification counters (ip6_flow__frag_id) */
     uint32_t neigh6_pending;
     struct ip6_neigh_wait neigh6[IP6_NEIGH_SLOTS];
     struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];
@@ -184,9 +190,13 @@ slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, sl
 slip_idx_t ip_reass__add_key(struct ip_env *env, const struct ip_reass_key *k, uint32_t off, bool more,
                              uint8_t l4_proto, uint16_t l4_skip, slip_idx_t pkt, uint32_t *l4_len,
                              uint8_t *l4_proto_out);
-/* Drops datagrams past their deadline (IP_REASS_TIMEOUT, or IP_REASS_PRESSURE_TIMEOUT while
+/* Drops datagrams past their deadline (reass_time / reass6_time, or IP_REASS_PRESSURE_TIMEOUT while
  * ip_reass__pressure()); returns the earliest remaining deadline. */
 slip_time_t ip_reass__expire(struct ip_env *env);
+/* ip_reass_err.c: the timeouts from the namespace's sysctls (defaults without them), and the
+ * "fragment reassembly time exceeded" error for a slot whose first fragment came. */
+void ip_reass__read_sysctls(struct ip_shared *sh);
+void ip_reass__time_exceeded(struct ip_env *env, const struct ip_reass_slot *s);
 /* Under pressure: IP_REASS_PRESSURE_SLOTS datagrams in progress or more frames than reass_low. */
 bool ip_reass__pressure(const struct ip_shared *sh);
 

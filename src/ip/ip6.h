@@ -54,6 +54,16 @@ int ip6_output__send(struct ip_env *env, const struct ip6_route *rt, const struc
  * next deadline. */
 slip_time_t ip6_neigh__service(struct ip_env *env);
 
+/* Flow labels (RFC 6437, ip6_flow.c; ip_shared.key is their secret) as Linux's net.ipv6.auto_flowlabels gives them: a keyed
+ * hash of the flow, the same for every packet of it, in Linux's stateless range (0x80000 set).
+ * init takes a 16-byte secret and reads the sysctl of the stack's namespace; label is 0 when
+ * the sysctl turned labels off. */
+void ip6_flow__init(struct ip_shared *sh, const uint8_t key[16]);
+uint32_t ip6_flow__label(const struct ip_shared *sh, const struct wire_ipv6_addr *src,
+                         const struct wire_ipv6_addr *dst, uint8_t proto, uint16_t sport, uint16_t dport);
+/* The identification of a fragmented datagram from src to dst (RFC 7739 §5.3, keyed). */
+uint32_t ip6_flow__frag_id(struct ip_shared *sh, const struct wire_ipv6_addr *src, const struct wire_ipv6_addr *dst);
+
 /* Path MTU for IPv6 (RFC 8201): learnt from packet-too-big, never below 1280, expires. */
 void ip6_pmtu__update(struct ip_env *env, const struct wire_ipv6_addr *dst, uint32_t mtu);
 uint32_t ip6_pmtu__get(struct ip_env *env, const struct wire_ipv6_addr *dst);

@@ -64,7 +64,8 @@ int ip6_input(struct ip_env *env, slip_idx_t pkt, uint32_t ifindex, struct ip6_r
     uint32_t l4_len = m->len;
     if (ip.fragment) {
         c->frag6_rx++;
-        struct ip_reass_key k = { .src = ip.src, .dst = ip.dst, .id = ip.frag_id, .v6 = 1 };
+        struct ip_reass_key k = { .src = ip.src, .dst = ip.dst, .id = ip.frag_id, .v6 = 1,
+                                  .hdr_len = (uint16_t)start };
         /* The first fragment holds the headers that follow the fragment header, up to the
          * upper layer (the parser insisted, RFC 7112); later ones start with data. */
         uint16_t skip = ip.frag_offset == 0 ? (uint16_t)(ip.l4_off - start) : 0;

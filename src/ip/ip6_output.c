@@ -183,9 +183,8 @@ int ip6_output__send(struct ip_env *env, const struct ip6_route *rt, const struc
         .hop_limit = tx->hop_limit ? tx->hop_limit : IP6_DEFAULT_HOPS,
         .proto = frag ? WIRE_IPPROTO_FRAGMENT : tx->proto,
     };
-    /* RFC 7739: identifications should not be predictable from outside; a per-destination
-     * offset over a counter also keeps them from repeating for one destination. */
-    uint32_t id = frag ? env->sh->next_id6++ * 0x9e3779b1u + addr_hash(&tx->dst) : 0;
+    /* RFC 7739: identifications not predictable from outside (ip6_flow.c) */
+    uint32_t id = frag ? ip6_flow__frag_id(env->sh, &ip.src, &tx->dst) : 0;
     struct wire_eth_repr eth = { .type = WIRE_ETHERTYPE_IPV6 };
     memcpy(eth.src, rt->src_mac, 6);
 

@@ -15,11 +15,12 @@ void ip_shared__init(struct ip_shared *sh, uint32_t reass_high)
     sh->reass_high = reass_high ? reass_high : 1;
     sh->reass_low = sh->reass_high * 3 / 4 ? sh->reass_high * 3 / 4 : 1;
     sh->next_id = 1;
+    sh->reass_time = IP_REASS_TIMEOUT;
+    sh->reass6_time = IP6_REASS_TIMEOUT;
     for (unsigned i = 0; i < IP_NEIGH_SLOTS; i++)
         pkt_queue__init(&sh->neigh[i].q);
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
         sh->reass[i].frags = SLIP_NIL;
-    sh->next_id6 = 1;
     for (unsigned i = 0; i < IP6_NEIGH_SLOTS; i++)
         pkt_queue__init(&sh->neigh6[i].q);
 }

@@ -130,7 +130,7 @@ static bool slot_complete(struct ip_env *env, const struct ip_reass_slot *s)
 
 slip_idx_t ip_reass__add(struct ip_env *env, const struct wire_ipv4_repr *ip, slip_idx_t pkt, uint32_t *l4_len)
 {
-    struct ip_reass_key k = { .id = ip->id, .proto = ip->proto };
+    struct ip_reass_key k = { .id = ip->id, .proto = ip->proto, .hdr_len = ip->hdr_len };
     wire_ipv6__v4mapped(ip->src, &k.src);
     wire_ipv6__v4mapped(ip->dst, &k.dst);
     return ip_reass__add_key(env, &k, ip->frag_offset, ip->more_frags, 0, 0, pkt, l4_len, NULL);
@@ -208,6 +208,7 @@ slip_idx_t ip_reass__add_key(struct ip_env *env, const struct ip_reass_key *k, u
     if (off == 0) {
         s->l4_proto = l4_proto;
         s->l4_skip = l4_skip;
+        s->hdr_len = k->hdr_len;
     }
 
     if (!slot_complete(env, s))
@@ -259,10 +260,9 @@ slip_time_t ip_reass__expire(struct ip_env *env)
         struct ip_reass_slot *s = &env->sh->reass[i];
         if (!s->used)
             continue;
-        slip_time_t dl = s->born + (s->k.v6 ? IP6_REASS_TIMEOUT : IP_REASS_TIMEOUT);
+        slip_time_t dl = s->born + (s->k.v6 ? env->sh->reass6_time : env->sh->reass_time);
         if (dl <= env->now) {
-            /* RFC 792 and RFC 8200 §4.5 suggest a time-exceeded error here; we stay silent
-             * (docs/COMPLIANCE.md). */
+            ip_reass__time_exceeded(env, s);    /* RFC 792, RFC 8200 §4.5 */
             if (s->k.v6)
                 env->sh->c.reass6_timeout++;
             else

@@ -399,6 +399,10 @@ int pre_shutdown(int fd, int how)
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind != PFD_TCP)
         return real_shutdown(fd, how);
+    struct slip_tcp_info in;    /* Linux's inet_shutdown: an attempt that got through is connected for good */
+    if (p->connecting && slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.state != TCP_SYN_SENT &&
+        in.state != TCP_SYN_RECV && in.state != TCP_CLOSE)
+        p->connecting = 0;
     int rc = slip_tcp__shutdown(g_pre.stack, p->sock, how);
     if (rc == 0 && p->listening && how != SHUT_WR) {
         /* it no longer listens: nor does its kernel twin (a thread blocked in accept wakes) */

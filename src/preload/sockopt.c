@@ -129,7 +129,8 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         p->zerocopy = v != 0;       /* the kernel socket accepted it: completions come from zerocopy.c */
     if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && opt == IPV6_RECVPKTINFO)
         p->recvpktinfo6 = v != 0;   /* udp6.c adds IPV6_PKTINFO to the stack's IPv6 datagrams */
-    if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS)) {
+    if (p->kind == PFD_UDP && p->v6 && level == IPPROTO_IPV6 && (opt == IPV6_TCLASS || opt == IPV6_UNICAST_HOPS ||
+                                                                opt == IPV6_MTU_DISCOVER || opt == IPV6_DONTFRAG)) {
         /* For the stack's native IPv6 datagrams: the value as the kernel socket kept it (-1
          * becomes its default). */
         int kv = 0;

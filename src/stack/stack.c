@@ -367,13 +367,15 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     s->ip = slip_arena__ptr(a, (uint64_t)o_ip);
     ip_shared__init(s->ip, nframes / 8);
     udp_shared__init(s->udp, mu);
-    uint8_t key[32];
+    uint8_t key[48];    /* TCP's 32 bytes, then the IP layer's 16 (flow labels) */
     if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key)) {
         rc = -errno;
         snprintf(err, errlen, "getrandom: %s", strerror(errno));
         goto fail;
     }
     tcp_shared__init(s->tcp, mc, key);
+    ip6_flow__init(s->ip, key + 32);
+    ip_reass__read_sysctls(s->ip);
     {
         /* ECN as the kernel's TCP in this namespace does it (net.ipv4.tcp_ecn, src/tcp/tcp_ecn.c). */
         FILE *f = fopen("/proc/sys/net/ipv4/tcp_ecn", "re");

@@ -247,6 +247,7 @@ struct tcp_conn {
     uint8_t hops;             /* IPV6_UNICAST_HOPS, 0: the default */
     uint32_t scope;           /* interface of a link-local raddr6 (0: none) */
     struct wire_ipv6_addr laddr6, raddr6;
+    uint32_t flowlabel;       /* of its IPv6 segments (ip6_flow__label), 0: not computed yet */
 };
 
 /* Linux's chrono kinds (tcp_info busy_time, rwnd_limited, sndbuf_limited); a later kind

@@ -57,7 +57,7 @@ void tcp6_input(struct ip_env *env, struct tcp_shared *sh, const struct ip6_rx *
     tcp_input__segment(env, sh, &s, rx->l4_len);
 }
 
-int tcp6__send(struct ip_env *env, const struct tcp_conn *c, const struct ip6_route *rt, uint8_t *buf, size_t len,
+int tcp6__send(struct ip_env *env, struct tcp_conn *c, const struct ip6_route *rt, uint8_t *buf, size_t len,
                uint8_t ecn)
 {
     /* The checksum field (bytes 16-17) is zero from wire_tcp__emit. */
@@ -66,8 +66,14 @@ int tcp6__send(struct ip_env *env, const struct tcp_conn *c, const struct ip6_ro
     memcpy(buf + 16, &cs, 2);
     /* Segments are sized to the path MTU: an oversized one is refused (-EMSGSIZE, the MSS then
      * shrinks) rather than fragmented, as DF does over IPv4. */
+    /* One flow label for the whole connection, SYN to FIN, as Linux's auto_flowlabels (a
+     * SYN-ACK sent from a listener's stand-in gets the same: the hash is of the 4-tuple). */
+    if (!c->flowlabel)
+        c->flowlabel = ip6_flow__label(env->sh, &c->laddr6, &c->raddr6, WIRE_IPPROTO_TCP, hton16(c->lport),
+                                       hton16(c->rport));
     struct ip6_tx tx = { .src = c->laddr6, .dst = c->raddr6, .proto = WIRE_IPPROTO_TCP, .dontfrag = true,
-                         .tclass = (uint8_t)((c->tclass & ~3u) | (ecn & 3u)), .hop_limit = c->hops };
+                         .tclass = (uint8_t)((c->tclass & ~3u) | (ecn & 3u)), .hop_limit = c->hops,
+                         .flow = c->flowlabel };
     struct iovec iov = { buf, len };
     return ip6_output__send(env, rt, &tx, &iov, 1);
 }

@@ -686,6 +686,7 @@ int tcp_conn__connect6(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     c->flags |= TCPF_V6;
     c->laddr6 = *src;
     c->raddr6 = *raddr;
+    c->flowlabel = 0;           /* a new tuple: tcp6__send hashes it again */
     c->scope = wire_ipv6__is_link_local(raddr) ? (scope ? scope : rt.ifindex) : 0;
     return connect_tail(env, sh, c, old, lf, lport, rf, rport);
 }

@@ -4,6 +4,7 @@
 #define SLIP_TCP_VAR_H
 
 #include "tcp/tcp.h"
+#include "base/siphash.h"
 #include "tcp/tcp_seq.h"
 #include "wire/tcp.h"
 
@@ -93,7 +94,7 @@ void tcp_icmp__apply(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn 
 /* tcp6.c */
 /* Sends a built segment (header and payload in buf, checksum field zero) over IPv6. */
 /* ecn: the ECN codepoint for the traffic class's low two bits (RFC 3168 §5: ECT(0) on new data). */
-int tcp6__send(struct ip_env *env, const struct tcp_conn *c, const struct ip6_route *rt, uint8_t *buf, size_t len,
+int tcp6__send(struct ip_env *env, struct tcp_conn *c, const struct ip6_route *rt, uint8_t *buf, size_t len,
                uint8_t ecn);
 /* Listener lookup for IPv6 (l6 the destination, lf its fold). */
 slip_idx_t tcp__lookup_listener6(const struct tcp_shared *sh, be32 lf, const struct wire_ipv6_addr *l6,
@@ -228,8 +229,11 @@ bool tcp_ecn__seg_in(struct tcp_shared *sh, struct tcp_conn *c, const struct tcp
 /* An ACK arrived: the sender's response to ECE. */
 void tcp_ecn__ack_in(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, const struct tcp_seg *s);
 
-/* tcp_isn.c */
-uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len);
+/* tcp_isn.c; the keyed hash is base/siphash.c's */
+static inline uint64_t tcp_siphash(const uint64_t key[2], const void *data, size_t len)
+{
+    return slip_siphash(key, data, len);
+}
 /* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey). */
 uint32_t tcp_isn(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport,
                  slip_time_t now);

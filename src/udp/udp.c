@@ -21,11 +21,6 @@ void udp_shared__init(struct udp_shared *sh, uint32_t max_socks)
     sh->free_head = SLIP_NIL;
 }
 
-static unsigned bucket(uint16_t lport)
-{
-    return (lport * 40503u >> 6) & (UDP_HASH_BUCKETS - 1);
-}
-
 int udp_sock__alloc(struct udp_shared *sh)
 {
     slip_idx_t s = sh->free_head;
@@ -51,7 +46,7 @@ int udp_sock__bind(struct udp_shared *sh, slip_idx_t s, be32 laddr, uint16_t lpo
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_OPEN)
         return -EINVAL;
-    unsigned b = bucket(lport);
+    unsigned b = udp__bucket(lport);
     for (slip_idx_t i = sh->hash[b]; i != SLIP_NIL; i = sh->socks[i].hnext)
         if (sh->socks[i].lport == lport && sh->socks[i].laddr == laddr && !sh->socks[i].connected &&
             !(u->reuseport && sh->socks[i].reuseport))
@@ -93,7 +88,7 @@ void udp_sock__close(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t s)
     if (u->state == UDPS_FREE)
         return;
     if (u->state == UDPS_BOUND) {
-        slip_idx_t *pp = &sh->hash[bucket(u->lport)];
+        slip_idx_t *pp = &sh->hash[udp__bucket(u->lport)];
         while (*pp != SLIP_NIL && *pp != s)
             pp = &sh->socks[*pp].hnext;
         if (*pp == s)
@@ -128,7 +123,7 @@ slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, 
 {
     slip_idx_t best = SLIP_NIL;
     int best_score = -1;
-    for (slip_idx_t i = sh->hash[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext) {
+    for (slip_idx_t i = sh->hash[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext) {
         const struct udp_sock *u = &sh->socks[i];
         int score = 0;
         if (u->lport != lport)
@@ -154,12 +149,12 @@ slip_idx_t udp__lookup(const struct udp_shared *sh, be32 laddr, uint16_t lport, 
      * picks one with a secret-keyed hash of the 4-tuple; ours is unkeyed (docs/COMPLIANCE.md). */
     const struct udp_sock *b = &sh->socks[best];
     uint32_t n = 0;
-    for (slip_idx_t i = sh->hash[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
+    for (slip_idx_t i = sh->hash[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
         n += in_group(&sh->socks[i], b);
     if (n <= 1)
         return best;
     uint32_t k = (uint32_t)(((uint64_t)tuple_hash(laddr, lport, raddr, rport) * n) >> 32);
-    for (slip_idx_t i = sh->hash[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
+    for (slip_idx_t i = sh->hash[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext)
         if (in_group(&sh->socks[i], b) && k-- == 0)
             return i;
     return best;

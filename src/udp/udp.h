@@ -48,6 +48,8 @@ struct udp_sock {
     uint8_t v6only;             /* in hash6 only, not in the IPv4 demux */
     uint8_t tclass;             /* IPV6_TCLASS */
     uint8_t hops;               /* IPV6_UNICAST_HOPS, 0: the default */
+    uint8_t pmtudisc;           /* IPV6_MTU_DISCOVER (IPV6_PMTUDISC_*); 0 (DONT) sends as WANT does */
+    uint8_t dontfrag;           /* IPV6_DONTFRAG */
     slip_idx_t hnext6;
     uint32_t scope;             /* sin6_scope_id of a link-local laddr6/raddr6, or 0 */
     struct wire_ipv6_addr laddr6, raddr6;   /* :: = any / not connected to IPv6 */
@@ -65,6 +67,12 @@ struct udp_shared {
      * slots ever used are touched (see tcp_shared). */
     struct udp_sock socks[];
 };
+
+/* Demux bucket of a local port, for both the IPv4 (hash) and the IPv6 (hash6) table. */
+static inline unsigned udp__bucket(uint16_t lport)
+{
+    return (lport * 40503u >> 6) & (UDP_HASH_BUCKETS - 1);
+}
 
 /* Bytes of a udp_shared with room for max_socks sockets. */
 size_t udp_shared__bytes(uint32_t max_socks);

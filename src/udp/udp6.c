@@ -6,8 +6,10 @@
 #include "udp/udp.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 
+#include "ctl/ctl.h"
 #include "wire/checksum.h"
 #include "wire/udp.h"
 
@@ -18,11 +20,6 @@
  * preceded it in the same frame: destination (16), receiving interface (4), source scope (4),
  * source (16). */
 #define UDP6_PEER_BYTES 40
-
-static unsigned bucket(uint16_t lport)
-{
-    return (lport * 40503u >> 6) & (UDP_HASH_BUCKETS - 1);
-}
 
 static bool addr_eq(const struct wire_ipv6_addr *a, const struct wire_ipv6_addr *b)
 {
@@ -41,7 +38,7 @@ int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_
     struct udp_sock *u = &sh->socks[s];
     if (u->state != UDPS_OPEN)
         return -EINVAL;
-    unsigned b = bucket(lport);
+    unsigned b = udp__bucket(lport);
     for (slip_idx_t i = sh->hash6[b]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *o = &sh->socks[i];
         if (o->lport == lport && addr_eq(&o->laddr6, laddr6) && !o->connected && !(u->reuseport && o->reuseport))
@@ -67,7 +64,7 @@ int udp_sock__bind6(struct udp_shared *sh, slip_idx_t s, const struct wire_ipv6_
 void udp6__unhash(struct udp_shared *sh, slip_idx_t s)
 {
     struct udp_sock *u = &sh->socks[s];
-    slip_idx_t *pp = &sh->hash6[bucket(u->lport)];
+    slip_idx_t *pp = &sh->hash6[udp__bucket(u->lport)];
     while (*pp != SLIP_NIL && *pp != s)
         pp = &sh->socks[*pp].hnext6;
     if (*pp == s)
@@ -116,7 +113,7 @@ slip_idx_t udp__lookup6(const struct udp_shared *sh, const struct wire_ipv6_addr
 {
     slip_idx_t best = SLIP_NIL;
     int best_score = -1;
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         int score = 0;
         if (u->lport != lport)
@@ -141,14 +138,14 @@ slip_idx_t udp__lookup6(const struct udp_shared *sh, const struct wire_ipv6_addr
     /* A SO_REUSEPORT group, spread by the peer as for IPv4. */
     const struct udp_sock *b = &sh->socks[best];
     uint32_t n = 0;
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         n += u->reuseport && !u->connected && u->lport == lport && addr_eq(&u->laddr6, &b->laddr6);
     }
     if (n <= 1)
         return best;
     uint32_t k = (uint32_t)(((uint64_t)tuple_hash6(raddr, rport) * n) >> 32);
-    for (slip_idx_t i = sh->hash6[bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
+    for (slip_idx_t i = sh->hash6[udp__bucket(lport)]; i != SLIP_NIL; i = sh->socks[i].hnext6) {
         const struct udp_sock *u = &sh->socks[i];
         if (u->reuseport && !u->connected && u->lport == lport && addr_eq(&u->laddr6, &b->laddr6) && k-- == 0)
             return i;
@@ -306,6 +303,15 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
         sh->c.tx_errors++;
         return rc;
     }
+    /* IPV6_MTU_DISCOVER as Linux's ip6_append_data/ip6_fragment: PROBE, INTERFACE and OMIT
+     * size to the device MTU, not the path's; DO, PROBE and INTERFACE refuse what would need
+     * fragments (EMSGSIZE), as IPV6_DONTFRAG does; DONT, WANT and OMIT fragment. */
+    if (u->pmtudisc >= IPV6_PMTUDISC_PROBE) {
+        const struct ctl_link *l = ctl_tables__link(env->ctl_t, rt.ifindex);
+        if (l && l->mtu)
+            rt.mtu = SLIP_MAX(l->mtu, (uint32_t)WIRE_IPV6_MIN_MTU);
+    }
+    bool dontfrag = u->dontfrag || (u->pmtudisc >= IPV6_PMTUDISC_DO && u->pmtudisc != IPV6_PMTUDISC_OMIT);
     const struct wire_ipv6_addr *src = addr_any(&u->laddr6) ? &rt.src : &u->laddr6;
     struct wire_udp_hdr h = {
         .sport = hton16(u->lport), .dport = hton16(dport),
@@ -322,7 +328,8 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     v[0].iov_len = sizeof(h);
     memcpy(&v[1], iov, sizeof(*iov) * (size_t)iovcnt);
     struct ip6_tx tx = { .src = *src, .dst = *dst, .proto = WIRE_IPPROTO_UDP, .hop_limit = u->hops,
-                         .tclass = u->tclass };
+                         .tclass = u->tclass, .dontfrag = dontfrag,
+                         .flow = ip6_flow__label(env->sh, src, dst, WIRE_IPPROTO_UDP, h.sport, h.dport) };
     rc = ip6_output__send(env, &rt, &tx, v, iovcnt + 1);
     if (rc < 0) {
         sh->c.tx_errors++;

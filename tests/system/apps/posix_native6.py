@@ -123,6 +123,47 @@ def sc_udp_recvpktinfo(m, o):
     u.close()
 
 
+# Linux's values (linux/in6.h); Python's socket module has no names for most of them
+IPV6_MTU_DISCOVER, IPV6_DONTFRAG = 23, 62
+PMTUDISC = {"dont": 0, "want": 1, "do": 2, "probe": 3, "interface": 4, "omit": 5}
+
+
+def sc_udp_mtu_discover_dontfrag(m, o):
+    """A datagram larger than the link MTU (3000 bytes over 1500): fragmented, or EMSGSIZE, by
+    IPV6_MTU_DISCOVER and IPV6_DONTFRAG; a small one always goes. What came back is echoed."""
+    def one(opts):
+        u = socket.socket(V6, UDP)
+        u.settimeout(2)
+        r = {"set": [m.attempt(u.setsockopt, IP6, k, v) for k, v in opts]}
+        r["get"] = [u.getsockopt(IP6, IPV6_MTU_DISCOVER), u.getsockopt(IP6, IPV6_DONTFRAG)]
+        r["big"] = m.attempt(u.sendto, m.pattern(3000, 5), (m.PEER6, m.UDPECHO))
+        r["small"] = m.attempt(u.sendto, m.pattern(500, 7), (m.PEER6, m.UDPECHO))
+        got = []
+        for _ in range(2):
+            d = m.attempt(u.recv, 8000)
+            got.append(d if isinstance(d, str) else len(d))
+            if isinstance(d, str):
+                break
+        r["echoed"] = sorted(got, key=str)
+        u.close()
+        return r
+    o["default"] = one([])
+    o["dontfrag"] = one([(IPV6_DONTFRAG, 1)])
+    o["dontfrag_off"] = one([(IPV6_DONTFRAG, 1), (IPV6_DONTFRAG, 0)])
+    for name, v in PMTUDISC.items():
+        o[name] = one([(IPV6_MTU_DISCOVER, v)])
+    o["dont_dontfrag"] = one([(IPV6_MTU_DISCOVER, 0), (IPV6_DONTFRAG, 1)])
+    o["bad_value"] = one([(IPV6_MTU_DISCOVER, 6)])
+    # connected, 1400 bytes: fits the 1500-byte link whatever the option
+    u = socket.socket(V6, UDP)
+    u.settimeout(2)
+    u.setsockopt(IP6, IPV6_MTU_DISCOVER, PMTUDISC["do"])
+    u.connect((m.PEER6, m.UDPECHO))
+    o["connected_fits"] = [m.attempt(u.send, m.pattern(1400)), len(u.recv(8000))]
+    o["connected_big"] = m.attempt(u.send, m.pattern(1500))
+    u.close()
+
+
 def sc_tcp_connect_echo_names(m, o):
     s = socket.socket(V6, socket.SOCK_STREAM)
     s.settimeout(5)

@@ -208,6 +208,45 @@ def sc_connect_ealready(o):
 
 
 @scenario
+def sc_connect_again_after_shutdown(o):
+    # connect() returned EINPROGRESS and was never called again; shutdown() of the established
+    # socket makes it connected for good (Linux's inet_shutdown: SS_CONNECTING -> SS_CONNECTED),
+    # so connect() says EISCONN, also once the connection has ended (both FINs).
+    s, o["connect"] = nb_connect(ECHO)
+    o["pollout"] = poll1(s, select.POLLOUT, 3000)
+    s.setblocking(True)
+    s.settimeout(3)
+    s.sendall(b"ping")
+    o["echo"] = s.recv(100)
+    o["shutdown"] = attempt(s.shutdown, socket.SHUT_WR)
+    o["eof"] = s.recv(100)          # the echo server closes after our FIN
+    time.sleep(0.1)
+    o["ended_again"] = ename(s.connect_ex((PEER, ECHO)))
+    o["ended_third"] = ename(s.connect_ex((PEER, ECHO)))
+    s.close()
+    # connect() between the shutdown and the end: EISCONN as well
+    s, _ = nb_connect(ECHO)
+    poll1(s, select.POLLOUT, 3000)
+    s.shutdown(socket.SHUT_WR)
+    o["open_again"] = ename(s.connect_ex((PEER, ECHO)))
+    s.close()
+    # Without shutdown: the peer's FIN (CLOSE_WAIT) leaves the attempt to be completed by the
+    # next connect (0), EISCONN after it.
+    s, _ = nb_connect(CLOSEAFTER)
+    poll1(s, select.POLLOUT, 3000)
+    s.setblocking(True)
+    s.settimeout(3)
+    got = b""
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+    o["closeafter"] = [len(got), ename(s.connect_ex((PEER, CLOSEAFTER))), ename(s.connect_ex((PEER, CLOSEAFTER)))]
+    s.close()
+
+
+@scenario
 def sc_connect_refused_blocking(o):
     s = socket.socket()
     o["connect"] = ename(s.connect_ex((PEER, CLOSED)))

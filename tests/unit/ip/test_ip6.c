@@ -285,6 +285,43 @@ TEST(test_output6_fragments_reassemble)
     harness_fini(&h);
 }
 
+/* First and second fragmented datagram from one stack to one destination: their ids. */
+static void frag_ids(uint64_t k0, uint64_t k1, uint32_t out[2])
+{
+    struct harness h;
+    h6_init(&h);
+    h.ip->key[0] = k0;
+    h.ip->key[1] = k1;
+    struct ip6_route rt;
+    struct wire_ipv6_addr dst = a6("2001:2::1");
+    CHECK(ip6_output__route(&h.env, &dst, 0, &rt), ==, 0);
+    static uint8_t pl[3000];
+    struct iovec iov = { pl, sizeof(pl) };
+    struct ip6_tx tx = { .dst = dst, .proto = WIRE_IPPROTO_UDP };
+    for (int i = 0; i < 2; i++) {
+        h.nsent = 0;
+        CHECK(ip6_output__send(&h.env, &rt, &tx, &iov, 1), ==, 0);
+        struct wire_ipv6_repr r;
+        CHECK(wire_ipv6__parse(pkt__data(&h.pool, h.sent[0]) + WIRE_ETH_HLEN, 1500, &r, 0), ==, 0);
+        CHECK(r.fragment, ==, true);
+        out[i] = r.frag_id;
+        h_free_sent(&h);
+    }
+    harness_fini(&h);
+}
+
+TEST(test_output6_frag_id_keyed)
+{
+    /* RFC 7739: another secret, other ids for the same pair (an outsider cannot compute them);
+     * one pair's ids follow a counter, so they do not repeat. */
+    uint32_t a[2], b[2];
+    frag_ids(0x0123456789abcdefull, 0xfedcba9876543210ull, a);
+    frag_ids(0x1111111111111111ull, 0x2222222222222222ull, b);
+    CHECK(a[0], !=, b[0]);
+    CHECK(a[1], ==, a[0] + 1);
+    CHECK(b[1], ==, b[0] + 1);
+}
+
 TEST(test_output6_neighbour_wait_resolve_fail)
 {
     struct harness h;
