@@ -65,6 +65,13 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
         return -EBADF;
     stack_lock(s);
     int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
+    if (c == -EAGAIN) {
+        /* The handshake's last ACK may still wait on the RX ring, where the kernel's softirq
+         * would have queued the connection before this call (packetdrill, non-blocking accept). */
+        env_refresh(s, slip_stack__now());
+        rx_catch_up(s);
+        c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
+    }
     if (c >= 0) {
         tcp_res_take(s, c);
         if (raddr)
@@ -250,6 +257,10 @@ int slip_tcp__info(struct slip_stack *s, int sock, struct tcp_conn_info *out)
     if (!tsock_ok(s, sock))
         return -EBADF;
     stack_lock(s);
+    /* What already arrived counts, as in the kernel (FIONREAD/SIOCINQ, TCP_INFO): frames still on
+     * the RX ring are taken in first. */
+    env_refresh(s, slip_stack__now());
+    rx_catch_up(s);
     int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), out);
     stack_unlock(s);
     return rc;
