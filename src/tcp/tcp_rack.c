@@ -234,8 +234,9 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return unsacked(c, s, e) == 0;
 }
 
-/* Step 1-3 for one delivered range [r->start, dend) of record r. */
-static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly)
+/* Step 1-3 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
+static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly,
+                        bool cum)
 {
     /* F-RTO (RFC 5682 §3 step 3b, tcp_undo.c): an original from before the timeout arrived. */
     if (c->undo.frto && newly && !(r->flags & TXR_RETRANS) && seq_leq(dend, c->undo.frto_recover))
@@ -251,6 +252,14 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
         c->rack_min_rtt_us = (uint32_t)rtt;
     if (newly && !(r->flags & TXR_RETRANS))
         tcp_hystart__rtt(c, (uint32_t)rtt);     /* RFC 9406 §4.2: one sample per delivery */
+    /* RACK.rtt is the sample of the last segment taken in (§6.2 step 2), in Linux's order
+     * (tcp_rack_advance): newly SACKed ones first, then every cumulatively acknowledged one in
+     * sequence order, SACKed before or not. The RFC's order is by send time, which after a
+     * retransmission leaves RACK.rtt at the retransmission's short sample and calls originals
+     * lost that Linux still waits for (packetdrill prr-ss-ack-below-snd_una-cubic: 9001-10001
+     * resent instead of new data). */
+    if (newly || cum)
+        c->rack_rtt_us = (uint32_t)rtt;
     if (!(c->rack_flags & RACKF_VALID) || sent_after(r->xmit_us, dend, c->rack_xmit_us, c->rack_end)) {
         c->rack_xmit_us = r->xmit_us;
         c->rack_end = dend;
@@ -276,11 +285,6 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
         c->rack_fack = c->snd_una;
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &c->txr[i];
-        /* Newly cumulatively acknowledged part. */
-        if (seq_lt(r->start, ack)) {
-            uint32_t e = seq_min(r->end, ack);
-            rack_update(c, r, e, t, !fully_sacked(c, r->start, e));
-        }
         for (unsigned k = 0; k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
             uint32_t bs = o->sack[k].left, be = o->sack[k].right;
             if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
@@ -292,8 +296,14 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
              * packets. A record holds segments sent at one instant; less than a full segment
              * of it is not taken as a delivery. */
             if (seq_lt(os, oe) && oe - os >= SLIP_MIN(dmss, r->end - r->start))
-                rack_update(c, r, oe, t, !fully_sacked(c, os, oe));
+                rack_update(c, r, oe, t, !fully_sacked(c, os, oe), false);
         }
+    }
+    /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. */
+    for (unsigned i = 0; i < c->ntxr && seq_lt(c->txr[i].start, ack); i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        uint32_t e = seq_min(r->end, ack);
+        rack_update(c, r, e, t, !fully_sacked(c, r->start, e), true);
     }
 }
 
