@@ -174,6 +174,10 @@ struct tcp_conn {
     uint32_t high_rxt;        /* RFC 6675 HighRxt */
     uint32_t snd_sml;         /* end of the last partial segment sent (Nagle, Minshall's variant) */
     uint32_t cwnd, ssthresh;
+    /* Linux's cwnd use per window (tcp_cwnd_validate): the most in flight since cwnd_usage_seq
+     * was sent, and whether cwnd stopped the sender in that window (tcp_output.c). */
+    uint32_t max_flight, cwnd_usage_seq;
+    uint8_t cwnd_limited;
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;

@@ -37,6 +37,9 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     c->snd_q_seq = iss + 1;
     c->snd_recover = c->high_rxt = iss;
     c->snd_sml = iss;
+    c->cwnd_usage_seq = iss;
+    c->max_flight = 0;
+    c->cwnd_limited = 0;
     c->ntxr = 0;                /* RACK state starts afresh (TIME-WAIT reuse keeps the slot) */
     c->rack_flags = 0;
     c->tlp_state = 0;

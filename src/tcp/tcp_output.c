@@ -331,6 +331,21 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
         tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
 }
 
+/* Linux's tcp_cwnd_validate (the idea of RFC 7661): after a send, remember per window (until
+ * SND.UNA passes what was then SND.NXT) whether cwnd was what stopped the sender, else the most
+ * that was in flight. The ACK path grows cwnd only when it was used (tcp_input.c). */
+static void cwnd_validate(struct tcp_conn *c, uint32_t data_end, uint32_t dmss)
+{
+    uint32_t flight = tcp_flight(c);
+    bool limited = flight >= c->cwnd ||
+                   (seq_lt(c->snd_nxt, data_end) && flight + SLIP_MIN(data_end - c->snd_nxt, dmss) > c->cwnd);
+    if (!seq_lt(c->snd_una, c->cwnd_usage_seq) || limited || (!c->cwnd_limited && flight > c->max_flight)) {
+        c->cwnd_limited = limited;
+        c->max_flight = flight;
+        c->cwnd_usage_seq = c->snd_nxt;
+    }
+}
+
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     int rc = 0;
@@ -461,6 +476,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     if (sent_new)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
+    if (sent)
+        cwnd_validate(c, data_end, dmss);
     chrono_update(c, data_end, dmss, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */

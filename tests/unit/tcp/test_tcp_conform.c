@@ -340,4 +340,24 @@ TEST(test_tcp_info_fields)
     cf_close(&s);
 }
 
+/* packetdrill slow_start/slow-start-app-limited: exactly IW10 written, ACKed two segments at a
+ * time. cwnd grows by 2 with every ACK up to 20, as Linux (tcp_is_cwnd_limited: in slow start
+ * cwnd may grow to twice the most that was in flight in the window), although the flight falls
+ * as the ACKs come and nothing new is written. */
+TEST(test_slow_start_app_limited_grows_to_twice_the_flight)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(C(&s)->cwnd, ==, 10000u);
+    CHECK(cf_send(&s, 10000, 0), ==, 10000);
+    h_free_sent(&s.h);
+    for (uint32_t k = 1; k <= 5; k++) {
+        s.env->now += 5 * SLIP_MSEC;
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1 + 2000 * k, NULL, 0, 257);
+        CHECK(C(&s)->cwnd, ==, 10000u + 2000u * k);
+    }
+    cf_close(&s);
+}
+
 TEST_MAIN()
