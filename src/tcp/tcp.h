@@ -104,6 +104,7 @@ struct tcp_sack_block {
  * disjoint and cover [SND.UNA, SND.MAX) of a SACK connection; a burst sent at one instant is
  * one record. SACKed state comes from the scoreboard, not from here. */
 #define TXR_LOST    0x1u      /* marked lost, waiting to be retransmitted */
+#define TXR_MARKED  0x4u      /* marked lost, resent or not (Linux's TCPCB_LOST: TCP_INFO lost) */
 #define TXR_RETRANS 0x2u      /* retransmitted at least once (RTT samples are ambiguous) */
 struct tcp_txrec {
     uint32_t start, end;
@@ -463,6 +464,7 @@ struct tcp_conn_info {
      * Loss 4; sacked in segments; times in microseconds, last_* in milliseconds ago. */
     uint8_t ca_state, backoff, probes;
     uint32_t sacked, advmss, rcv_mss, reordering, rcv_space, notsent;
+    uint32_t lost, retrans;   /* segments: Linux's lost_out and retrans_out (tcp_rack.c) */
     uint32_t last_data_sent_ms, last_data_recv_ms, last_ack_recv_ms;
     uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
 };

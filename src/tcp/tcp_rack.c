@@ -63,7 +63,7 @@ static void make_room(struct tcp_conn *c)
     a->end = b->end;
     if (tdiff(b->xmit_us, a->xmit_us) > 0)
         a->xmit_us = b->xmit_us;
-    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & TXR_LOST);
+    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED));
     for (unsigned j = 2; j < c->ntxr; j++)
         c->txr[j - 1] = c->txr[j];
     c->ntxr--;
@@ -155,7 +155,7 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
             continue;
         uint32_t u = unsacked(c, r->start, r->end);
         if (u) {
-            r->flags |= TXR_LOST;
+            r->flags |= TXR_LOST | TXR_MARKED;
             n += u;
         }
     }
@@ -166,14 +166,14 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
 void tcp_rack__mark_all_lost(struct tcp_conn *c)
 {
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags |= TXR_LOST;
+        c->txr[i].flags |= TXR_LOST | TXR_MARKED;
     coalesce(c);
 }
 
 void tcp_rack__clear_lost(struct tcp_conn *c)
 {
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags &= ~TXR_LOST;
+        c->txr[i].flags &= ~(TXR_LOST | TXR_MARKED);
     coalesce(c);
 }
 
@@ -185,6 +185,23 @@ uint32_t tcp_rack__pipe(const struct tcp_conn *c)
         if (!(c->txr[i].flags & TXR_LOST))
             pipe += unsacked(c, c->txr[i].start, c->txr[i].end);
     return pipe;
+}
+
+/* TCP_INFO's lost and retrans in segments of dmss, as Linux's lost_out (marked lost and not yet
+ * delivered, resent or not) and retrans_out (resent, not delivered, not marked lost again). */
+void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uint32_t *retrans)
+{
+    *lost = *retrans = 0;
+    if (!dmss)
+        return;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        uint32_t n = (unsacked(c, r->start, r->end) + dmss - 1) / dmss;
+        if (r->flags & (TXR_LOST | TXR_MARKED))
+            *lost += n;
+        if ((r->flags & TXR_RETRANS) && !(r->flags & TXR_LOST))
+            *retrans += n;
+    }
 }
 
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
@@ -351,7 +368,7 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
             split_at(c, e);            /* only the part below RACK.end_seq is older */
         r = &c->txr[i];
         uint32_t n = unsacked(c, r->start, r->end);
-        r->flags |= TXR_LOST;
+        r->flags |= TXR_LOST | TXR_MARKED;
         c->st.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
         sh->c.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
     }

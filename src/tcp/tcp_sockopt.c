@@ -202,6 +202,7 @@ int tcp_conn__info(const struct tcp_shared *sh, slip_idx_t i, struct tcp_conn_in
     o->ca_state = (c->flags & TCPF_LOSS) ? 4 : (c->flags & TCPF_RECOVERY) ? 3 : cwr ? 2 : (c->dupacks || sacked) ? 1 : 0;
     uint32_t dmss = tcp_output__data_mss(c);
     o->sacked = dmss ? (sacked + dmss - 1) / dmss : 0;
+    tcp_rack__info(c, dmss, &o->lost, &o->retrans);
     o->backoff = c->rxt_shift;
     o->probes = c->probes_out;
     /* Linux's advmss: what our SYN offered, less the timestamp option when it is on. */

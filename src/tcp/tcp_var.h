@@ -217,6 +217,8 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
                          bool una_advanced);
 /* Unsacked bytes in flight not marked lost. */
 uint32_t tcp_rack__pipe(const struct tcp_conn *c);
+/* TCP_INFO lost / retrans (Linux lost_out, retrans_out), in segments of dmss. */
+void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uint32_t *retrans);
 /* The first unSACKed range marked lost (the caller bounds len by the MSS). */
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len);
 bool tcp_rack__has_lost(const struct tcp_conn *c);

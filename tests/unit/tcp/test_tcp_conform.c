@@ -360,4 +360,41 @@ TEST(test_slow_start_app_limited_grows_to_twice_the_flight)
     cf_close(&s);
 }
 
+/* packetdrill sack/sack-shift-sacked-2-6-8-3-9-nofack, first part: 10 segments, SACKs of 3, 7
+ * and 9 start recovery and 1 is resent. TCP_INFO says lost 6 (Linux's lost_out: 1-2, 4-6 and
+ * 8 are marked lost, the resent one still counts) and retrans 1 (retrans_out); then the SACK
+ * of 4 takes one off lost. Both read 0 before. */
+TEST(test_tcp_info_lost_and_retrans)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 1024, true);
+    CHECK(cf_send(&s, 10000, 0), ==, 10000);
+    h_free_sent(&s.h);
+    uint32_t una = s.iss + 1;
+    s.env->now += 100 * SLIP_MSEC;
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = s.pseq, .ack = una, .flags = WIRE_TCP_ACK, .win = 257 };
+    uint32_t blk[3][2] = { { 2000, 3000 }, { 6000, 7000 }, { 8000, 9000 } };
+    for (unsigned n = 1; n <= 3; n++) {
+        t.opts.nsack = (uint8_t)n;
+        for (unsigned k = 0; k < n; k++) {
+            t.opts.sack[k].left = una + blk[k][0];
+            t.opts.sack[k].right = una + blk[k][1];
+        }
+        t_feed(&s.h, s.sh, &t);
+        s.env->now += SLIP_MSEC;
+    }
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.ca_state, ==, 3);
+    CHECK(in.lost, ==, 6u);
+    CHECK(in.retrans, ==, 1u);
+    t.opts.sack[0].right = una + 4000;
+    t_feed(&s.h, s.sh, &t);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.lost, ==, 5u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
