@@ -827,6 +827,7 @@ static int tcp_opt_of(int level, int opt)
         case TCP_KEEPINTVL: return TCPO_KEEPINTVL;
         case TCP_KEEPCNT: return TCPO_KEEPCNT;
         case TCP_MAXSEG: return TCPO_MAXSEG;
+        case TCP_USER_TIMEOUT: return TCPO_USER_TIMEOUT;
         }
     } else if (level == SOL_SOCKET) {
         switch (opt) {

@@ -226,6 +226,8 @@ struct tcp_conn {
     slip_time_t last_rx;      /* for keepalive */
 
     uint32_t keepidle, keepintvl, keepcnt;   /* seconds, seconds, probes */
+    uint32_t user_timeout_ms;  /* TCP_USER_TIMEOUT, 0 = none */
+    slip_time_t rtx_stamp;    /* since when the oldest unacknowledged data waits (user timeout) */
     int32_t linger;           /* seconds when TCPF_LINGER */
     int32_t so_error;         /* positive errno, reported once */
     int32_t soft_error;       /* last ICMP soft error, reported on timeout */
@@ -436,6 +438,7 @@ enum tcp_opt {
     TCPO_REUSEPORT,           /* bool (SO_REUSEPORT); taken into account by tcp_conn__listen */
     TCPO_TCLASS,              /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
     TCPO_HOPS,                /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
+    TCPO_USER_TIMEOUT,        /* TCP_USER_TIMEOUT, milliseconds, 0 = none (RFC 5482) */
 };
 int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
 int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);

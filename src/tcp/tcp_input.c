@@ -167,6 +167,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         }
         c->snd_q_seq += data_acked;
         c->snd_una = ack;
+        c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT: the rest waits from now */
         if (seq_lt(c->snd_nxt, c->snd_una))
             c->snd_nxt = c->snd_una;
         if (seq_lt(c->high_rxt, c->snd_una))

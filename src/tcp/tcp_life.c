@@ -152,6 +152,7 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->keepidle = l->keepidle;
     c->keepintvl = l->keepintvl;
     c->keepcnt = l->keepcnt;
+    c->user_timeout_ms = l->user_timeout_ms;
     c->linger = l->linger;
     c->cc_algo = l->cc_algo;
     c->user_mss = l->user_mss;

@@ -379,6 +379,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     uint32_t dmss = tcp_output__data_mss(c);
     bool sent = false, sent_new = false;
     bool sack_rec = (c->flags & TCPF_SACK_OK) && (c->flags & (TCPF_RECOVERY | TCPF_LOSS));
+    bool was_idle = c->snd_una == c->snd_max;
 
     for (int guard = 0; guard < 4096; guard++) {
         uint32_t seq, len;
@@ -478,6 +479,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
     if (sent)
         cwnd_validate(c, data_end, dmss);
+    if (was_idle && sent_new)
+        c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
     chrono_update(c, data_end, dmss, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */

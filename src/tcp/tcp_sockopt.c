@@ -95,6 +95,11 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
     case TCPO_HOPS:
         c->hops = (uint8_t)(val < 0 || val > 255 ? 0 : val);
         return 0;
+    case TCPO_USER_TIMEOUT:
+        if (val < 0)
+            return -EINVAL;     /* as Linux */
+        c->user_timeout_ms = (uint32_t)val;
+        return 0;
     }
     return -ENOPROTOOPT;
 }
@@ -119,6 +124,7 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
     case TCPO_REUSEPORT: *val = !!(c->flags & TCPF_REUSEPORT); return 0;
     case TCPO_TCLASS: *val = c->tclass; return 0;
+    case TCPO_USER_TIMEOUT: *val = (int)c->user_timeout_ms; return 0;
     case TCPO_HOPS: *val = c->hops; return 0;
     }
     return -ENOPROTOOPT;

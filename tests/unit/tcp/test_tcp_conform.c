@@ -397,4 +397,30 @@ TEST(test_tcp_info_lost_and_retrans)
     cf_close(&s);
 }
 
+/* TCP_USER_TIMEOUT (RFC 5482, Linux's tcp(7) option; packetdrill user_timeout): with 3000 ms set,
+ * data that is never acknowledged ends the connection with ETIMEDOUT about 3 s after it was
+ * first sent (the last retransmission timeout is cut short to end there), not after the whole
+ * exponential backoff (minutes). Option read back as set; a negative value is EINVAL. */
+TEST(test_user_timeout_ends_unacknowledged_connection)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, -1), ==, -EINVAL);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 3000), ==, 0);
+    int v = 0;
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_USER_TIMEOUT, &v), ==, 0);
+    CHECK(v, ==, 3000);
+    slip_time_t t0 = s.env->now;
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    advance(&s, 2900 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    CHECK(C(&s)->rxt_shift, >, 0);
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.env->now - t0, <=, 3100 * SLIP_MSEC);
+    cf_close(&s);
+}
+
 TEST_MAIN()
