@@ -22,7 +22,7 @@ Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools
 (slip-delayfwd: AF_PACKET in, a timed FIFO, out) in the router, which also does the loss; they
 move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
 SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
-SLIP_LOSS_ROUNDS (default 1) change the rest.
+SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side.
 
 Receiver side (a second table): the same loss rates at ~0.1 ms, a kernel CUBIC sender in a to a
 receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
@@ -226,7 +226,8 @@ def run(repo, build_dir, quick=False, prefix="slb"):
                         f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
                         f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
     rrows = []
-    for pct in rates:
+    # SLIP_LOSS_RECV=0 skips the receiver-side table (sender-side A/B runs are shorter).
+    for pct in (rates if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
         k_runs, s_runs = recv_point(tcp, testbed, build_dir, tool, prefix, pct, nbytes)
         ok = all(x["ok"] for x in k_runs + s_runs)
         km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")

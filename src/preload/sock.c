@@ -7,6 +7,7 @@
  * sockfd.c, blocking in sockwait.c. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>

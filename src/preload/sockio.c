@@ -80,6 +80,8 @@ static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
     size_t done = 0;
     if (len == 0)
         return 0;
+    if (!buf)
+        return set_errno(-EFAULT);  /* the kernel's copy would fault; ours would crash */
     if (p->rcvlowat && !nb && !(flags & MSG_WAITALL) && !(pfd_poll(p) & EPOLLIN)) {
         /* SO_RCVLOWAT: a blocking read waits for that much (pfd_poll counts it); on SO_RCVTIMEO
          * it returns what is there, as Linux. */

@@ -49,6 +49,7 @@ static int tcp_opt_of(int level, int opt)
         case TCP_KEEPINTVL: return SLIP_TCPO_KEEPINTVL;
         case TCP_KEEPCNT: return SLIP_TCPO_KEEPCNT;
         case TCP_MAXSEG: return SLIP_TCPO_MAXSEG;
+        case TCP_USER_TIMEOUT: return SLIP_TCPO_USER_TIMEOUT;
         }
     } else if (level == SOL_SOCKET) {
         switch (opt) {

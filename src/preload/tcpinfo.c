@@ -97,6 +97,8 @@ int pre_tcpinfo__fill(int kfd, const struct slip_tcp_info *in, void *val, sockle
     ti.rcv_mss = in->rcv_mss;
     ti.unacked = segs(in->unacked, mss);            /* Linux: packets_out */
     ti.sacked = in->sacked;
+    ti.lost = in->lost;
+    ti.retrans = in->retrans;
     ti.last_data_sent = in->last_data_sent_ms;
     ti.last_data_recv = in->last_data_recv_ms;
     ti.last_ack_recv = in->last_ack_recv_ms;

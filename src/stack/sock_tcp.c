@@ -67,6 +67,13 @@ int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *
         return -EBADF;
     stack_lock(s);
     int c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
+    if (c == -EAGAIN) {
+        /* The handshake's last ACK may still wait on the RX ring, where the kernel's softirq
+         * would have queued the connection before this call (packetdrill, non-blocking accept). */
+        env_refresh(s, slip_stack__now());
+        rx_catch_up(s);
+        c = tcp_conn__accept(s->tcp, (slip_idx_t)listener);
+    }
     if (c >= 0) {
         tcp_res_take(s, c);
         be32 ra;
@@ -261,7 +268,8 @@ _Static_assert(SLIP_TCPO_NODELAY == (int)TCPO_NODELAY && SLIP_TCPO_CORK == (int)
                SLIP_TCPO_LINGER == (int)TCPO_LINGER && SLIP_TCPO_RCVBUF == (int)TCPO_RCVBUF &&
                SLIP_TCPO_SNDBUF == (int)TCPO_SNDBUF && SLIP_TCPO_MAXSEG == (int)TCPO_MAXSEG &&
                SLIP_TCPO_CONGESTION == (int)TCPO_CONGESTION && SLIP_TCPO_REUSEPORT == (int)TCPO_REUSEPORT &&
-               SLIP_TCPO_TCLASS == (int)TCPO_TCLASS && SLIP_TCPO_HOPS == (int)TCPO_HOPS,
+               SLIP_TCPO_TCLASS == (int)TCPO_TCLASS && SLIP_TCPO_HOPS == (int)TCPO_HOPS &&
+               SLIP_TCPO_USER_TIMEOUT == (int)TCPO_USER_TIMEOUT,
                "enum slip_tcp_opt follows enum tcp_opt");
 
 int slip_tcp__cc_by_name(const char *name)
@@ -304,6 +312,8 @@ static void tcp_info_out(const struct tcp_conn_info *in, struct slip_tcp_info *o
     o->rcv_space = in->rcv_space;
     o->reordering = in->reordering;
     o->sacked = in->sacked;
+    o->lost = in->lost;
+    o->retrans = in->retrans;
     o->snd_queued = in->snd_queued;
     o->rcv_queued = in->rcv_queued;
     o->unacked = in->unacked;
@@ -330,6 +340,10 @@ int slip_tcp__info(struct slip_stack *s, int sock, struct slip_tcp_info *out)
         return -EBADF;
     struct tcp_conn_info in;
     stack_lock(s);
+    /* What already arrived counts, as in the kernel (FIONREAD/SIOCINQ, TCP_INFO): frames still on
+     * the RX ring are taken in first. */
+    env_refresh(s, slip_stack__now());
+    rx_catch_up(s);
     int rc = tcp_conn__info_at(s->tcp, (slip_idx_t)sock, slip_stack__now(), &in);
     stack_unlock(s);
     if (rc == 0)

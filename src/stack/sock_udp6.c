@@ -165,11 +165,11 @@ int slip_udp6__setopt(struct slip_stack *s, int sock, int opt, int val)
     case IPV6_UNICAST_HOPS:
         udp_sock__set_hops(s->udp, (slip_idx_t)sock, val);
         return 0;
-    case IPV6_MTU_DISCOVER:     /* the kernel socket checked it: 0..IPV6_PMTUDISC_OMIT */
-        u->pmtudisc = (uint8_t)(val < 0 || val > IPV6_PMTUDISC_OMIT ? IPV6_PMTUDISC_WANT : val);
+    case IPV6_MTU_DISCOVER:
+        udp_sock__set_pmtudisc(s->udp, (slip_idx_t)sock, val, IPV6_PMTUDISC_OMIT, IPV6_PMTUDISC_WANT);
         return 0;
     case IPV6_DONTFRAG:
-        u->dontfrag = val != 0;
+        udp_sock__set_dontfrag(s->udp, (slip_idx_t)sock, val != 0);
         return 0;
     default:
         return -ENOPROTOOPT;

@@ -244,6 +244,7 @@ enum slip_tcp_opt {
     SLIP_TCPO_REUSEPORT,        /* bool (SO_REUSEPORT), read by listen */
     SLIP_TCPO_TCLASS,           /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
     SLIP_TCPO_HOPS,             /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
+    SLIP_TCPO_USER_TIMEOUT,     /* TCP_USER_TIMEOUT, ms; 0 = the retransmission limits */
 };
 /* The SLIP_TCPO_CONGESTION value for a TCP_CONGESTION name ("cubic", "reno", "newreno"), or
  * -ENOENT. */
@@ -260,7 +261,7 @@ struct slip_tcp_info {
     bool sack, timestamps;
     uint32_t rto_us, ato_us, srtt_us, rttvar_us;
     uint32_t mss, rcv_mss, advmss;
-    uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd, rcv_space, reordering, sacked;
+    uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd, rcv_space, reordering, sacked, lost, retrans;
     uint32_t snd_queued, rcv_queued, unacked, notsent;
     uint32_t last_data_sent_ms, last_data_recv_ms, last_ack_recv_ms;
     uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;

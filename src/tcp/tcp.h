@@ -104,6 +104,7 @@ struct tcp_sack_block {
  * disjoint and cover [SND.UNA, SND.MAX) of a SACK connection; a burst sent at one instant is
  * one record. SACKed state comes from the scoreboard, not from here. */
 #define TXR_LOST    0x1u      /* marked lost, waiting to be retransmitted */
+#define TXR_MARKED  0x4u      /* marked lost, resent or not (Linux's TCPCB_LOST: TCP_INFO lost) */
 #define TXR_RETRANS 0x2u      /* retransmitted at least once (RTT samples are ambiguous) */
 struct tcp_txrec {
     uint32_t start, end;
@@ -174,6 +175,10 @@ struct tcp_conn {
     uint32_t high_rxt;        /* RFC 6675 HighRxt */
     uint32_t snd_sml;         /* end of the last partial segment sent (Nagle, Minshall's variant) */
     uint32_t cwnd, ssthresh;
+    /* Linux's cwnd use per window (tcp_cwnd_validate): the most in flight since cwnd_usage_seq
+     * was sent, and whether cwnd stopped the sender in that window (tcp_output.c). */
+    uint32_t max_flight, cwnd_usage_seq;
+    uint8_t cwnd_limited;
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;
@@ -221,6 +226,8 @@ struct tcp_conn {
     slip_time_t last_rx;      /* for keepalive */
 
     uint32_t keepidle, keepintvl, keepcnt;   /* seconds, seconds, probes */
+    uint32_t user_timeout_ms;  /* TCP_USER_TIMEOUT, 0 = none */
+    slip_time_t rtx_stamp;    /* since when the oldest unacknowledged data waits (user timeout) */
     int32_t linger;           /* seconds when TCPF_LINGER */
     int32_t so_error;         /* positive errno, reported once */
     int32_t soft_error;       /* last ICMP soft error, reported on timeout */
@@ -432,6 +439,7 @@ enum tcp_opt {
     TCPO_REUSEPORT,           /* bool (SO_REUSEPORT); taken into account by tcp_conn__listen */
     TCPO_TCLASS,              /* IPV6_TCLASS, 0..255 (IPv6 connections only) */
     TCPO_HOPS,                /* IPV6_UNICAST_HOPS, 1..255, 0 = default (IPv6 connections only) */
+    TCPO_USER_TIMEOUT,        /* TCP_USER_TIMEOUT, milliseconds, 0 = none (RFC 5482) */
 };
 int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int val);
 int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t c, enum tcp_opt opt, int *val);
@@ -460,6 +468,7 @@ struct tcp_conn_info {
      * Loss 4; sacked in segments; times in microseconds, last_* in milliseconds ago. */
     uint8_t ca_state, backoff, probes;
     uint32_t sacked, advmss, rcv_mss, reordering, rcv_space, notsent;
+    uint32_t lost, retrans;   /* segments: Linux's lost_out and retrans_out (tcp_rack.c) */
     uint32_t last_data_sent_ms, last_data_recv_ms, last_ack_recv_ms;
     uint64_t busy_us, rwnd_limited_us, sndbuf_limited_us;
 };

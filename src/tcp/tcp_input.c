@@ -167,6 +167,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         }
         c->snd_q_seq += data_acked;
         c->snd_una = ack;
+        c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT: the rest waits from now */
         if (seq_lt(c->snd_nxt, c->snd_una))
             c->snd_nxt = c->snd_una;
         if (seq_lt(c->high_rxt, c->snd_una))
@@ -202,9 +203,14 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
             }
         } else {
             c->dupacks = 0;
-            /* Grow only when the window was the limit (RFC 7661 spirit; Linux is_cwnd_limited). */
-            bool limited = c->cwnd < c->ssthresh ? c->cwnd < 2 * flight_before
-                                                  : flight_before + tcp_output__data_mss(c) >= c->cwnd;
+            /* Grow only when the window was the limit (RFC 7661 spirit; Linux tcp_is_cwnd_limited):
+             * cwnd stopped the sender in this window, or in slow start cwnd is below twice the
+             * most that was in flight in it (an application that wrote exactly IW10 still
+             * doubles it: packetdrill slow-start-app-limited), or the flight filled cwnd. */
+            uint32_t most = SLIP_MAX(flight_before, c->max_flight);
+            bool limited = c->cwnd_limited ||
+                           (c->cwnd < c->ssthresh ? c->cwnd < 2 * most
+                                                  : flight_before + tcp_output__data_mss(c) >= c->cwnd);
             if (limited)
                 tcp_cc__get(c->cc_algo)->on_ack(c, acked, env->now);
         }

@@ -331,6 +331,21 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
         tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
 }
 
+/* Linux's tcp_cwnd_validate (the idea of RFC 7661): after a send, remember per window (until
+ * SND.UNA passes what was then SND.NXT) whether cwnd was what stopped the sender, else the most
+ * that was in flight. The ACK path grows cwnd only when it was used (tcp_input.c). */
+static void cwnd_validate(struct tcp_conn *c, uint32_t data_end, uint32_t dmss)
+{
+    uint32_t flight = tcp_flight(c);
+    bool limited = flight >= c->cwnd ||
+                   (seq_lt(c->snd_nxt, data_end) && flight + SLIP_MIN(data_end - c->snd_nxt, dmss) > c->cwnd);
+    if (!seq_lt(c->snd_una, c->cwnd_usage_seq) || limited || (!c->cwnd_limited && flight > c->max_flight)) {
+        c->cwnd_limited = limited;
+        c->max_flight = flight;
+        c->cwnd_usage_seq = c->snd_nxt;
+    }
+}
+
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     int rc = 0;
@@ -364,6 +379,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     uint32_t dmss = tcp_output__data_mss(c);
     bool sent = false, sent_new = false;
     bool sack_rec = (c->flags & TCPF_SACK_OK) && (c->flags & (TCPF_RECOVERY | TCPF_LOSS));
+    bool was_idle = c->snd_una == c->snd_max;
 
     for (int guard = 0; guard < 4096; guard++) {
         uint32_t seq, len;
@@ -461,6 +477,10 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     }
     if (sent_new)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
+    if (sent)
+        cwnd_validate(c, data_end, dmss);
+    if (was_idle && sent_new)
+        c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
     chrono_update(c, data_end, dmss, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */

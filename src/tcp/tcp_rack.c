@@ -63,7 +63,7 @@ static void make_room(struct tcp_conn *c)
     a->end = b->end;
     if (tdiff(b->xmit_us, a->xmit_us) > 0)
         a->xmit_us = b->xmit_us;
-    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & TXR_LOST);
+    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED));
     for (unsigned j = 2; j < c->ntxr; j++)
         c->txr[j - 1] = c->txr[j];
     c->ntxr--;
@@ -155,7 +155,7 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
             continue;
         uint32_t u = unsacked(c, r->start, r->end);
         if (u) {
-            r->flags |= TXR_LOST;
+            r->flags |= TXR_LOST | TXR_MARKED;
             n += u;
         }
     }
@@ -166,14 +166,14 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
 void tcp_rack__mark_all_lost(struct tcp_conn *c)
 {
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags |= TXR_LOST;
+        c->txr[i].flags |= TXR_LOST | TXR_MARKED;
     coalesce(c);
 }
 
 void tcp_rack__clear_lost(struct tcp_conn *c)
 {
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags &= ~TXR_LOST;
+        c->txr[i].flags &= ~(TXR_LOST | TXR_MARKED);
     coalesce(c);
 }
 
@@ -185,6 +185,23 @@ uint32_t tcp_rack__pipe(const struct tcp_conn *c)
         if (!(c->txr[i].flags & TXR_LOST))
             pipe += unsacked(c, c->txr[i].start, c->txr[i].end);
     return pipe;
+}
+
+/* TCP_INFO's lost and retrans in segments of dmss, as Linux's lost_out (marked lost and not yet
+ * delivered, resent or not) and retrans_out (resent, not delivered, not marked lost again). */
+void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uint32_t *retrans)
+{
+    *lost = *retrans = 0;
+    if (!dmss)
+        return;
+    for (unsigned i = 0; i < c->ntxr; i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        uint32_t n = (unsacked(c, r->start, r->end) + dmss - 1) / dmss;
+        if (r->flags & (TXR_LOST | TXR_MARKED))
+            *lost += n;
+        if ((r->flags & TXR_RETRANS) && !(r->flags & TXR_LOST))
+            *retrans += n;
+    }
 }
 
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
@@ -234,8 +251,9 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return unsacked(c, s, e) == 0;
 }
 
-/* Step 1-3 for one delivered range [r->start, dend) of record r. */
-static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly)
+/* Step 1-3 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
+static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly,
+                        bool cum)
 {
     /* F-RTO (RFC 5682 §3 step 3b, tcp_undo.c): an original from before the timeout arrived. */
     if (c->undo.frto && newly && !(r->flags & TXR_RETRANS) && seq_leq(dend, c->undo.frto_recover))
@@ -251,6 +269,14 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
         c->rack_min_rtt_us = (uint32_t)rtt;
     if (newly && !(r->flags & TXR_RETRANS))
         tcp_hystart__rtt(c, (uint32_t)rtt);     /* RFC 9406 §4.2: one sample per delivery */
+    /* RACK.rtt is the sample of the last segment taken in (§6.2 step 2), in Linux's order
+     * (tcp_rack_advance): newly SACKed ones first, then every cumulatively acknowledged one in
+     * sequence order, SACKed before or not. The RFC's order is by send time, which after a
+     * retransmission leaves RACK.rtt at the retransmission's short sample and calls originals
+     * lost that Linux still waits for (packetdrill prr-ss-ack-below-snd_una-cubic: 9001-10001
+     * resent instead of new data). */
+    if (newly || cum)
+        c->rack_rtt_us = (uint32_t)rtt;
     if (!(c->rack_flags & RACKF_VALID) || sent_after(r->xmit_us, dend, c->rack_xmit_us, c->rack_end)) {
         c->rack_xmit_us = r->xmit_us;
         c->rack_end = dend;
@@ -276,11 +302,6 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
         c->rack_fack = c->snd_una;
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &c->txr[i];
-        /* Newly cumulatively acknowledged part. */
-        if (seq_lt(r->start, ack)) {
-            uint32_t e = seq_min(r->end, ack);
-            rack_update(c, r, e, t, !fully_sacked(c, r->start, e));
-        }
         for (unsigned k = 0; k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
             uint32_t bs = o->sack[k].left, be = o->sack[k].right;
             if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
@@ -292,8 +313,14 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
              * packets. A record holds segments sent at one instant; less than a full segment
              * of it is not taken as a delivery. */
             if (seq_lt(os, oe) && oe - os >= SLIP_MIN(dmss, r->end - r->start))
-                rack_update(c, r, oe, t, !fully_sacked(c, os, oe));
+                rack_update(c, r, oe, t, !fully_sacked(c, os, oe), false);
         }
+    }
+    /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. */
+    for (unsigned i = 0; i < c->ntxr && seq_lt(c->txr[i].start, ack); i++) {
+        const struct tcp_txrec *r = &c->txr[i];
+        uint32_t e = seq_min(r->end, ack);
+        rack_update(c, r, e, t, !fully_sacked(c, r->start, e), true);
     }
 }
 
@@ -341,7 +368,7 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
             split_at(c, e);            /* only the part below RACK.end_seq is older */
         r = &c->txr[i];
         uint32_t n = unsacked(c, r->start, r->end);
-        r->flags |= TXR_LOST;
+        r->flags |= TXR_LOST | TXR_MARKED;
         c->st.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
         sh->c.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
     }

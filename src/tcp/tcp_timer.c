@@ -55,7 +55,15 @@ slip_time_t tcp_rto(const struct tcp_conn *c)
 
 void tcp_timer__rexmt_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
-    tcp_timer__set(sh, c, TT_REXMT, env->now + tcp_rto(c));
+    slip_time_t at = env->now + tcp_rto(c);
+    if (c->user_timeout_ms && TCPS_HAVEESTABLISHED(c->state) && c->snd_una != c->snd_max) {
+        /* Linux tcp_clamp_rto_to_user_timeout: no expiry later than the user timeout, which
+         * rexmt_expired then enforces (also when a probe restarts this timer). */
+        slip_time_t end = c->rtx_stamp + (slip_time_t)c->user_timeout_ms * SLIP_MSEC;
+        if (at > end)
+            at = SLIP_MAX(end, env->now + SLIP_MSEC);
+    }
+    tcp_timer__set(sh, c, TT_REXMT, at);
 }
 
 void tcp_timer__keep_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -89,6 +97,15 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     if (c->rxt_shift >= limit) {
         timeout_drop(env, sh, c);
         return;
+    }
+    /* TCP_USER_TIMEOUT (RFC 5482; Linux tcp_write_timeout, established states only): data
+     * unacknowledged for that long ends the connection. rtx_stamp: the send that found nothing
+     * in flight, or the last ACK that moved SND.UNA (Linux: the head segment's send time). */
+    if (!syn_state) {
+        if (c->user_timeout_ms && env->now - c->rtx_stamp >= (slip_time_t)c->user_timeout_ms * SLIP_MSEC) {
+            timeout_drop(env, sh, c);
+            return;
+        }
     }
     c->rxt_shift++;
     sh->c.rto_expiries++;

@@ -3,6 +3,8 @@
 #ifndef SLIP_TCP_VAR_H
 #define SLIP_TCP_VAR_H
 
+#include <string.h>
+
 #include "tcp/tcp.h"
 #include "base/siphash.h"
 #include "tcp/tcp_seq.h"
@@ -78,6 +80,33 @@ static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct
 {
     return (slip_idx_t)(c - sh->conns);
 }
+/* The slot at i when it is open to the application (TCPF_USER), else NULL. */
+static inline struct tcp_conn *tcp_conn__user(struct tcp_shared *sh, slip_idx_t i)
+{
+    if (i >= sh->max_conns)
+        return NULL;
+    struct tcp_conn *c = &sh->conns[i];
+    return (c->flags & TCPF_USER) ? c : NULL;
+}
+static inline bool tcp__addr6_eq(const struct wire_ipv6_addr *a, const struct wire_ipv6_addr *b)
+{
+    return memcmp(a, b, sizeof(*a)) == 0;
+}
+/* The listener hash bucket of a port. */
+static inline unsigned tcp__lhash(uint16_t lport)
+{
+    return (lport * 40503u >> 4) & (TCP_LHASH_BUCKETS - 1);
+}
+/* 4-tuple lookup over IPv4 (connections only, no listener). */
+slip_idx_t tcp__lookup4_conn(const struct tcp_shared *sh, be32 laddr, uint16_t lport, be32 raddr, uint16_t rport);
+/* Takes c off listener l's accept queue. */
+void tcp_conn__acceptq_remove(struct tcp_shared *sh, struct tcp_conn *l, struct tcp_conn *c);
+/* Detaches a passive child from its listener (accepted, or dying before that). */
+void tcp_conn__detach_parent(struct tcp_shared *sh, struct tcp_conn *c);
+/* tcp_listen.c: stops listening (unhashed; children not accepted yet die, established ones with a
+ * RST); close also frees the listener's slot. */
+void tcp_conn__stop_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l);
+void tcp_conn__close_listener(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l);
 /* Receive window we can offer now (bytes), before SWS rounding. */
 uint32_t tcp_rcv_space(const struct tcp_conn *c);
 void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c);
@@ -189,6 +218,8 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
                          bool una_advanced);
 /* Unsacked bytes in flight not marked lost. */
 uint32_t tcp_rack__pipe(const struct tcp_conn *c);
+/* TCP_INFO lost / retrans (Linux lost_out, retrans_out), in segments of dmss. */
+void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uint32_t *retrans);
 /* The first unSACKed range marked lost (the caller bounds len by the MSS). */
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len);
 bool tcp_rack__has_lost(const struct tcp_conn *c);

@@ -141,4 +141,15 @@ static inline void udp_sock__set_hops(struct udp_shared *sh, slip_idx_t s, int v
     sh->socks[s].hops = (uint8_t)(val < 0 ? 0 : val);
 }
 
+/* IPV6_MTU_DISCOVER (the kernel socket checked it: 0..IPV6_PMTUDISC_OMIT) and IPV6_DONTFRAG. */
+static inline void udp_sock__set_pmtudisc(struct udp_shared *sh, slip_idx_t s, int val, int max, int dflt)
+{
+    sh->socks[s].pmtudisc = (uint8_t)(val < 0 || val > max ? dflt : val);
+}
+
+static inline void udp_sock__set_dontfrag(struct udp_shared *sh, slip_idx_t s, bool on)
+{
+    sh->socks[s].dontfrag = on;
+}
+
 #endif

@@ -72,6 +72,39 @@ def test_send_from_null_buffer_is_efault(testbed, slip):  # noqa: F811
     assert_accelerated_log(err)
 
 
+NULL_RECV = r"""
+import ctypes, errno, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+l = socket.socket(); l.bind(('0.0.0.0', 7403)); l.listen(1)
+print('listening', flush=True)
+c, _ = l.accept()
+time.sleep(0.3)                      # the peer's 5 bytes are there
+r = libc.read(c.fileno(), None, 100)
+e = ctypes.get_errno()
+r2 = libc.recv(c.fileno(), None, 100, 0)
+e2 = ctypes.get_errno()
+data = c.recv(100)                   # nothing was lost
+c.close()
+print(r, errno.errorcode.get(e), r2, errno.errorcode.get(e2), data.decode(), flush=True)
+"""
+
+
+def test_recv_into_null_buffer_is_efault(testbed, slip):  # noqa: F811
+    """packetdrill syscall_bad_arg/syscall-invalid-buf-ptr: read/recv into NULL are EFAULT (the
+    kernel's copy would fault) and the data stays queued; the copy into NULL crashed the program."""
+    a, b = testbed.host("a"), testbed.host("b")
+    srv = b.popen(slip([PY, "-c", NULL_RECV]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "listening"
+    r = a.run([PY, "-c", f"import socket, time; s = socket.create_connection(('{B_ADDR}', 7403), timeout=10); "
+                          "s.sendall(b'hello'); time.sleep(2)"], timeout=30)
+    out, err = srv.communicate(timeout=30)
+    print(f"read(NULL, 100), recv(NULL, 100), then recv: {out.strip()} (rc {srv.returncode})")
+    assert srv.returncode == 0, f"the program died (rc {srv.returncode}): {err[-2000:]}"
+    assert out.strip() == "-1 EFAULT -1 EFAULT hello", out + err
+    assert r.returncode == 0
+    assert_accelerated_log(err)
+
+
 def test_masked_waits_return_eintr_for_a_pending_signal(testbed, slip, build_dir):  # noqa: F811
     """ppoll, epoll_pwait and pselect whose mask opens a signal that is already pending return
     EINTR at once, after the handler ran, as on Linux. OpenSSH's session loop blocks SIGCHLD and

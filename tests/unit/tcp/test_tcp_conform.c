@@ -340,4 +340,87 @@ TEST(test_tcp_info_fields)
     cf_close(&s);
 }
 
+/* packetdrill slow_start/slow-start-app-limited: exactly IW10 written, ACKed two segments at a
+ * time. cwnd grows by 2 with every ACK up to 20, as Linux (tcp_is_cwnd_limited: in slow start
+ * cwnd may grow to twice the most that was in flight in the window), although the flight falls
+ * as the ACKs come and nothing new is written. */
+TEST(test_slow_start_app_limited_grows_to_twice_the_flight)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(C(&s)->cwnd, ==, 10000u);
+    CHECK(cf_send(&s, 10000, 0), ==, 10000);
+    h_free_sent(&s.h);
+    for (uint32_t k = 1; k <= 5; k++) {
+        s.env->now += 5 * SLIP_MSEC;
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1 + 2000 * k, NULL, 0, 257);
+        CHECK(C(&s)->cwnd, ==, 10000u + 2000u * k);
+    }
+    cf_close(&s);
+}
+
+/* packetdrill sack/sack-shift-sacked-2-6-8-3-9-nofack, first part: 10 segments, SACKs of 3, 7
+ * and 9 start recovery and 1 is resent. TCP_INFO says lost 6 (Linux's lost_out: 1-2, 4-6 and
+ * 8 are marked lost, the resent one still counts) and retrans 1 (retrans_out); then the SACK
+ * of 4 takes one off lost. Both read 0 before. */
+TEST(test_tcp_info_lost_and_retrans)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 1024, true);
+    CHECK(cf_send(&s, 10000, 0), ==, 10000);
+    h_free_sent(&s.h);
+    uint32_t una = s.iss + 1;
+    s.env->now += 100 * SLIP_MSEC;
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = s.pseq, .ack = una, .flags = WIRE_TCP_ACK, .win = 257 };
+    uint32_t blk[3][2] = { { 2000, 3000 }, { 6000, 7000 }, { 8000, 9000 } };
+    for (unsigned n = 1; n <= 3; n++) {
+        t.opts.nsack = (uint8_t)n;
+        for (unsigned k = 0; k < n; k++) {
+            t.opts.sack[k].left = una + blk[k][0];
+            t.opts.sack[k].right = una + blk[k][1];
+        }
+        t_feed(&s.h, s.sh, &t);
+        s.env->now += SLIP_MSEC;
+    }
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.ca_state, ==, 3);
+    CHECK(in.lost, ==, 6u);
+    CHECK(in.retrans, ==, 1u);
+    t.opts.sack[0].right = una + 4000;
+    t_feed(&s.h, s.sh, &t);
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.lost, ==, 5u);
+    cf_close(&s);
+}
+
+/* TCP_USER_TIMEOUT (RFC 5482, Linux's tcp(7) option; packetdrill user_timeout): with 3000 ms set,
+ * data that is never acknowledged ends the connection with ETIMEDOUT about 3 s after it was
+ * first sent (the last retransmission timeout is cut short to end there), not after the whole
+ * exponential backoff (minutes). Option read back as set; a negative value is EINVAL. */
+TEST(test_user_timeout_ends_unacknowledged_connection)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, -1), ==, -EINVAL);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 3000), ==, 0);
+    int v = 0;
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_USER_TIMEOUT, &v), ==, 0);
+    CHECK(v, ==, 3000);
+    slip_time_t t0 = s.env->now;
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    advance(&s, 2900 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    CHECK(C(&s)->rxt_shift, >, 0);
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.env->now - t0, <=, 3100 * SLIP_MSEC);
+    cf_close(&s);
+}
+
 TEST_MAIN()

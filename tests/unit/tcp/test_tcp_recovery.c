@@ -1,7 +1,8 @@
 /* Loss recovery of the sender, one rule per test, against crafted peer ACKs (the harness of
  * test_tcp_state.c, reduced to what these need): spurious-timeout and spurious-recovery undo
  * (RFC 3522 timestamps, RFC 2883/3708 D-SACK), RACK with a SACK of a few bytes (packetdrill
- * fr-4pkt-fack-last-byte), PRR on the ACK that starts recovery (prr-ss-ack-below-snd_una-cubic),
+ * fr-4pkt-fack-last-byte), PRR on the ACK that starts recovery and RACK.rtt taken in Linux's
+ * order after an ACK below SND.UNA (prr-ss-ack-below-snd_una-cubic),
  * HyStart++ (RFC 9406) and CUBIC's Reno-friendly region (RFC 9438 §4.3). */
 #include <math.h>
 
@@ -282,6 +283,50 @@ TEST(test_recovery_start_sends_only_the_retransmission)
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
     CHECK(data_sent(&s), ==, 1);
     CHECK(sent_at(&s, una, NULL), ==, 1);
+    st_fini(&s);
+}
+
+/* The same script, second part: ACK 4001 with SACK 8001-9001 resends 4001-7001 (RACK: all
+ * sent before the SACKed 8001); 10000 more bytes are written; then a reordered ACK below
+ * SND.UNA (3001) SACKs 5001-7001, the retransmissions just sent. Linux sends 7001-8001 (lost:
+ * sent before 8001) and new data 10001-11001; 9001-10001 is not lost (nothing sent after it was
+ * delivered) and must not be resent. */
+TEST(test_recovery_ack_below_una_sends_lost_then_new)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->mss = 1000;
+    tcp_conn__clamp_iw(C(&s));
+    C(&s)->srtt_us = 10000;         /* the script's handshake RTT */
+    C(&s)->rttvar_us = 5000;
+    send_bytes(&s, 10 * 1000);
+    uint32_t una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b1[1][2] = { { una + 1000, una + 2000 } };
+    uint32_t b2[1][2] = { { una + 1000, una + 3000 } };
+    uint32_t b3[2][2] = { { una + 8000, una + 9000 }, { una + 1000, una + 3000 } };
+    ack(&s, una, 1, b1, 0);
+    ack(&s, una, 1, b2, 0);
+    ack(&s, una, 2, b3, 0);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    h_free_sent(&s.h);
+    s.env->now += 12 * SLIP_MSEC;
+    uint32_t b4[1][2] = { { una + 8000, una + 9000 } };
+    ack(&s, una + 4000, 1, b4, 0);
+    CHECK(sent_at(&s, una + 4000, NULL), ==, 1);
+    CHECK(data_sent(&s), ==, 3);
+    h_free_sent(&s.h);
+    send_bytes(&s, 10 * 1000);
+    CHECK(data_sent(&s), ==, 0);
+    s.env->now += 2 * SLIP_MSEC;
+    uint32_t b5[1][2] = { { una + 5000, una + 7000 } };
+    ack(&s, una + 3000, 1, b5, 0);
+    CHECK(sent_at(&s, una + 7000, NULL), ==, 1);
+    CHECK(sent_at(&s, una + 9000, NULL), ==, 0);
+    CHECK(sent_at(&s, una + 10000, NULL), ==, 1);
+    CHECK(data_sent(&s), ==, 2);
     st_fini(&s);
 }
 
