@@ -139,7 +139,7 @@ void uncork_all(struct slip_stack *s)
 static slip_time_t poll_locked(struct slip_stack *s)
 {
     STACK_ASSERT_LOCKED(s);
-    struct xsk_frame f[256];
+    struct netdev_frame f[256];
     slip_time_t now = slip_stack__now();
     unsigned burst = SLIP_MIN(s->cfg.burst, SLIP_ARRAY_SIZE(f));
 
@@ -156,7 +156,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
     uncork_all(s);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            if (corked || xsk_port__tx_queued(s->ifs[i].ports[q])) {
+            if (corked || netdev__tx_queued(s->ifs[i].dev[q])) {
                 ip_output__flush(&s->env);
                 i = s->nifs;
                 break;
@@ -168,7 +168,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *fc = &s->ifs[i];
         for (unsigned q = 0; q < fc->nq; q++) {
-            unsigned n = xsk_port__rx_burst(fc->ports[q], f, burst);
+            unsigned n = netdev__rx_burst(fc->dev[q], f, burst);
             if (!n)
                 continue;
             s->shm->c.rx_bursts++;
@@ -215,7 +215,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
     ip_output__flush(&s->env);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            xsk_port__complete(s->ifs[i].ports[q]);
+            netdev__complete(s->ifs[i].dev[q]);
     /* While a neighbour is being resolved, watch the kernel's table closely. */
     if (s->ip->neigh_pending || s->ip->neigh6_pending) {
         s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
@@ -258,7 +258,7 @@ void rx_catch_up(struct slip_stack *s)
     STACK_ASSERT_LOCKED(s);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            if (xsk_port__rx_pending(s->ifs[i].ports[q])) {
+            if (netdev__rx_pending(s->ifs[i].dev[q])) {
                 poll_and_unlock(s);
                 stack_lock(s);
                 env_refresh(s, slip_stack__now());
@@ -334,7 +334,7 @@ static void tx_kick_left(struct slip_stack *s)
     bool any = __atomic_load_n(&s->shm->ncork, __ATOMIC_RELAXED) != 0;
     for (unsigned i = 0; i < s->nifs && !any; i++)
         for (unsigned q = 0; q < s->ifs[i].nq && !any; q++)
-            any = xsk_port__tx_queued(s->ifs[i].ports[q]) != 0;
+            any = netdev__tx_queued(s->ifs[i].dev[q]) != 0;
     if (!any || !slip_lock__try(&s->shm->lock))
         return;     /* the lock holder kicks, or leaves them for our next round */
     stack_locked_by_us(s);

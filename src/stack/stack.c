@@ -457,8 +457,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
                 goto fail;
             }
         }
-        s->txq[i].port = f->ports[0];
-        s->txq[i].ifindex = f->ifindex;
+        devices_wire(s, i);
     }
     group_wire(s);
 
@@ -804,8 +803,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
                 goto fail;
             }
         }
-        s->txq[i].port = f->ports[0];
-        s->txq[i].ifindex = f->ifindex;
+        devices_wire(s, i);
     }
     char *pt = strtok_r(NULL, ";", &save);
     if (pt && pt[0] == 'g')

@@ -37,6 +37,7 @@
 #include "stack/arena.h"
 #include "stack/bell.h"
 #include "stack/fault.h"
+#include "xsk/xsk_netdev.h"
 #include "stack/kfd.h"
 #include "stack/guard.h"
 #include "stack/lock.h"
@@ -120,6 +121,9 @@ struct stack_iface {
     struct steer *steer;
     unsigned nq;
     struct xsk_port *ports[SLIP_MAX_QUEUES];
+    struct xsk_netdev xdev[SLIP_MAX_QUEUES];    /* each port as a device */
+    struct netdev *dev[SLIP_MAX_QUEUES];        /* what the poll loop uses: xdev, or a device
+                                                 * stacked on it (the fault injector) */
 };
 
 struct slip_stack {
@@ -233,6 +237,10 @@ int group_claim_index(struct slip_stack *s, char *err, size_t errlen);
 void group_token_name(const struct slip_stack *s, unsigned index, char *buf, size_t len);
 /* sock_udp6.c: lock held */
 void udp6_unclaim(struct slip_stack *s, int sock);
+
+/* devices.c: at open and attach, once the interface's ports exist */
+void devices_wire(struct slip_stack *s, unsigned i);
+void devices_kick_all(struct slip_stack *s);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
