@@ -67,64 +67,6 @@ static void rx_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
     pkt__free_chain(&s->pool, rx.pkt);
 }
 
-/* Delivers held (reordered) frames that waited long enough, or all of them when `all`. */
-static void fault_release(struct slip_stack *s, bool all)
-{
-    struct fault *f = &s->fault;
-    unsigned k = 0;
-    for (unsigned i = 0; i < f->nheld; i++) {
-        if (all || f->held[i].passed >= FAULT_DEPTH || f->held[i].until <= s->env.now)
-            rx_deliver(s, f->held[i].pkt, f->held[i].ifindex);
-        else
-            f->held[k++] = f->held[i];
-    }
-    f->nheld = k;
-}
-
-static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t ifindex)
-{
-    slip_idx_t p = pkt__adopt(&s->pool, addr, len);
-    pkt__meta(&s->pool, p)->stamp = s->env.now;
-    if (SLIP_LIKELY(!s->fault.on)) {
-        rx_deliver(s, p, ifindex);
-        return;
-    }
-    struct fault *f = &s->fault;
-    switch (fault__decide(f)) {
-    case FAULT_DROP:
-        f->dropped++;
-        pkt__free_chain(&s->pool, p);
-        return;
-    case FAULT_DUP: {
-        slip_idx_t c = pkt__alloc(&s->pool);
-        if (c != SLIP_NIL) {
-            f->duplicated++;
-            memcpy(pkt__data(&s->pool, c), pkt__data(&s->pool, p), len);
-            pkt__meta(&s->pool, c)->len = (uint16_t)len;
-            rx_deliver(s, c, ifindex);
-        }
-        break;
-    }
-    case FAULT_HOLD:
-        if (f->nheld < FAULT_MAX_HELD) {
-            f->reordered++;
-            f->held[f->nheld].pkt = p;
-            f->held[f->nheld].ifindex = ifindex;
-            f->held[f->nheld].passed = 0;
-            f->held[f->nheld].until = s->env.now + FAULT_HOLD_NS;
-            f->nheld++;
-            return;
-        }
-        break;
-    case FAULT_PASS:
-        break;
-    }
-    rx_deliver(s, p, ifindex);
-    for (unsigned i = 0; i < f->nheld; i++)
-        f->held[i].passed++;
-    fault_release(s, false);
-}
-
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 void uncork_all(struct slip_stack *s)
 {
@@ -173,8 +115,11 @@ static slip_time_t poll_locked(struct slip_stack *s)
                 continue;
             s->shm->c.rx_bursts++;
             s->shm->c.rx_frames += n;
-            for (unsigned k = 0; k < n; k++)
-                rx_frame(s, f[k].addr, f[k].len, fc->ifindex);
+            for (unsigned k = 0; k < n; k++) {
+                slip_idx_t p = pkt__adopt(&s->pool, f[k].addr, f[k].len);
+                pkt__meta(&s->pool, p)->stamp = s->env.now;
+                rx_deliver(s, p, fc->ifindex);
+            }
         }
     }
     slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
@@ -205,11 +150,9 @@ static slip_time_t poll_locked(struct slip_stack *s)
         }
     }
     tcp_res_reap(s);
-    if (s->fault.nheld) {
-        fault_release(s, false);
-        for (unsigned i = 0; i < s->fault.nheld; i++)
-            next = SLIP_MIN(next, s->fault.held[i].until);
-    }
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            next = SLIP_MIN(next, netdev__deadline(s->ifs[i].dev[q]));  /* frames a device holds */
     next = SLIP_MIN(next, ip_reass__expire(&s->env));
     uncork_all(s);
     ip_output__flush(&s->env);

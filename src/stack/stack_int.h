@@ -124,6 +124,7 @@ struct stack_iface {
     struct xsk_netdev xdev[SLIP_MAX_QUEUES];    /* each port as a device */
     struct netdev *dev[SLIP_MAX_QUEUES];        /* what the poll loop uses: xdev, or a device
                                                  * stacked on it (the fault injector) */
+    struct fault_dev *fault[SLIP_MAX_QUEUES];   /* that injector (SLIP_FAULT_*), else NULL */
 };
 
 struct slip_stack {
@@ -152,7 +153,6 @@ struct slip_stack {
     uint64_t ring_procs;        /* lock held: slots of other processes a poll must ring */
     int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
-    struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     struct tcp_shared *tcp;
     struct slip_socktab t;      /* the sized tables (socktab.h) */
     int proc;                   /* this process's slot in shm->procs, -1 without one */
@@ -239,8 +239,11 @@ void group_token_name(const struct slip_stack *s, unsigned index, char *buf, siz
 void udp6_unclaim(struct slip_stack *s, int sock);
 
 /* devices.c: at open and attach, once the interface's ports exist */
-void devices_wire(struct slip_stack *s, unsigned i);
+int devices_wire(struct slip_stack *s, unsigned i, const struct fault *fault);
 void devices_kick_all(struct slip_stack *s);
+void devices_close(struct slip_stack *s);
+void devices_forget(struct slip_stack *s);
+bool devices_counters(const struct slip_stack *s, uint64_t *dropped, uint64_t *duplicated, uint64_t *reordered);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
