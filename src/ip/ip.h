@@ -210,11 +210,11 @@ int ip_output__route(struct ip_env *env, be32 dst, struct ip_route *rt);
  * Returns 0 or negative errno (-ENOBUFS when out of frames). */
 int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct ip_tx *tx,
                     const struct iovec *iov, int iovcnt);
-/* Pushes batched frames to their ports and kicks the kernel. */
+/* Pushes batched frames to their devices and kicks them. */
 void ip_output__flush(struct ip_env *env);
-/* Pushes batched frames to their ports' TX rings but kicks only a port whose ring already holds
+/* Pushes batched frames to their devices' TX queues but kicks only a device that already holds
  * kick_at frames or more: the caller kicks later (ip_output__flush, or a poll). Returns the
- * frames left on the rings unkicked. */
+ * frames left queued unkicked. */
 uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at);
 /* Releases datagrams whose neighbour got resolved, re-asks the kernel, drops the hopeless.
  * Returns the next deadline. */

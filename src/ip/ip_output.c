@@ -83,7 +83,7 @@ static void txq_flush(struct ip_env *env, struct ip_txq *q)
 static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
 {
     struct ip_txq *q = txq_for(env, ifindex);
-    if (!q || !q->dev) {
+    if (!q) {
         env->sh->c.tx_no_port++;
         pkt__free_chain(env->pool, pkt);
         return;
