@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include "base/types.h"
+#include "ip/netdev.h"
 #include "pkt/pkt.h"
 #include "wire/ipv4.h"
 #include "wire/icmp.h"
@@ -16,7 +17,6 @@
 
 struct ctl;
 struct ctl_tables;
-struct xsk_port;
 
 #define IP_REASS_SLOTS      64
 #define IP_REASS_TIMEOUT    (30 * SLIP_SEC)    /* Linux ipfrag_time */
@@ -138,13 +138,12 @@ struct ip_shared {
     struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];
 };
 
-/* One transmit queue: a port and the frames batched for it until ip_output__flush(). */
+/* One transmit queue: a device and the frames batched for it until ip_output__flush(). */
 struct ip_txq {
-    struct xsk_port *port;
+    struct netdev *dev;
     uint32_t ifindex;
     unsigned n;
-    uint64_t addr[IP_TX_BATCH];
-    uint32_t len[IP_TX_BATCH];
+    struct netdev_frame f[IP_TX_BATCH];
 };
 
 /* Per-call context, process-local. */
@@ -156,9 +155,6 @@ struct ip_env {
     struct ip_txq *txq;
     unsigned ntxq;
     slip_time_t now;
-    /* Unit tests capture transmitted frames here instead of a port (frame ownership passes). */
-    void (*tx_hook)(void *arg, uint32_t ifindex, slip_idx_t pkt);
-    void *tx_arg;
 };
 
 /* What ip_input() found: a datagram for a local address. pkt is the head of a buffer chain whose
@@ -224,11 +220,11 @@ int ip_output__route(struct ip_env *env, be32 dst, struct ip_route *rt);
  * Returns 0 or negative errno (-ENOBUFS when out of frames). */
 int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct ip_tx *tx,
                     const struct iovec *iov, int iovcnt);
-/* Pushes batched frames to their ports and kicks the kernel. */
+/* Pushes batched frames to their devices and kicks them. */
 void ip_output__flush(struct ip_env *env);
-/* Pushes batched frames to their ports' TX rings but kicks only a port whose ring already holds
+/* Pushes batched frames to their devices' TX queues but kicks only a device that already holds
  * kick_at frames or more: the caller kicks later (ip_output__flush, or a poll). Returns the
- * frames left on the rings unkicked. */
+ * frames left queued unkicked. */
 uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at);
 /* Releases datagrams whose neighbour got resolved, re-asks the kernel, drops the hopeless.
  * Returns the next deadline. */

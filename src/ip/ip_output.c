@@ -1,6 +1,6 @@
 /* IPv4 output: route lookup through the mirrored kernel tables, header building, fragmentation to
  * the path MTU, neighbour resolution by the kernel (frames wait in a small per-neighbour queue
- * meanwhile), and batching of frames per port until ip_output__flush(). */
+ * meanwhile), and batching of frames per device (netdev.h) until ip_output__flush(). */
 #include "ip/ip.h"
 #include "ip/ip_int.h"
 
@@ -11,7 +11,7 @@
 
 #include "ctl/ctl.h"
 #include "wire/eth.h"
-#include "xsk/xsk_port.h"
+#include "xsk/frame_pool.h"
 
 int ip_output__route(struct ip_env *env, be32 dst, struct ip_route *rt)
 {
@@ -49,35 +49,29 @@ static struct ip_txq *txq_for(struct ip_env *env, uint32_t ifindex)
     return NULL;
 }
 
-/* Moves q's frames to its port's TX ring; kicks when kick or when the ring is full. */
+/* Moves q's frames to its device's TX queue; kicks when kick or when the queue is full. */
 static void txq_push(struct ip_env *env, struct ip_txq *q, bool kick)
 {
-    struct xsk_frame f[IP_TX_BATCH];
     if (!q->n) {
-        if (kick && q->port)
-            xsk_port__tx_flush(q->port);    /* frames an earlier push left unkicked */
+        if (kick && q->dev)
+            netdev__kick(q->dev);       /* frames an earlier push left unkicked */
         return;
     }
-    for (unsigned i = 0; i < q->n; i++) {
-        f[i].addr = q->addr[i];
-        f[i].len = q->len[i];
-        f[i].pad_ = 0;
-    }
-    unsigned sent = xsk_port__tx_burst(q->port, f, q->n);
+    unsigned sent = netdev__tx_enqueue(q->dev, q->f, q->n);
     if (sent < q->n) {
         /* TX ring full even after draining: drop the rest, as a full NIC queue would. */
-        xsk_port__tx_flush(q->port);
-        unsigned more = xsk_port__tx_burst(q->port, f + sent, q->n - sent);
+        netdev__kick(q->dev);
+        unsigned more = netdev__tx_enqueue(q->dev, q->f + sent, q->n - sent);
         for (unsigned i = sent + more; i < q->n; i++) {
             env->sh->c.tx_port_full++;
-            xsk_frame_pool__put(env->pool->frames, env->pool->nframes, f[i].addr);
+            xsk_frame_pool__put(env->pool->frames, env->pool->nframes, q->f[i].addr);
         }
         sent += more;
     }
     env->sh->c.tx_frames += sent;
     q->n = 0;
     if (kick)
-        xsk_port__tx_flush(q->port);
+        netdev__kick(q->dev);
 }
 
 static void txq_flush(struct ip_env *env, struct ip_txq *q)
@@ -85,14 +79,9 @@ static void txq_flush(struct ip_env *env, struct ip_txq *q)
     txq_push(env, q, true);
 }
 
-/* Hands one complete frame (Ethernet header filled) to its port's batch. */
+/* Hands one complete frame (Ethernet header filled) to its device's batch. */
 static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
 {
-    if (env->tx_hook) {
-        env->sh->c.tx_frames++;
-        env->tx_hook(env->tx_arg, ifindex, pkt);
-        return;
-    }
     struct ip_txq *q = txq_for(env, ifindex);
     if (!q) {
         env->sh->c.tx_no_port++;
@@ -102,9 +91,12 @@ static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
     if (q->n == IP_TX_BATCH)
         txq_flush(env, q);
     const struct pkt_meta *m = pkt__meta(env->pool, pkt);
-    q->addr[q->n] = pkt__addr(env->pool, pkt) + m->off;
-    q->len[q->n] = m->len;
+    q->f[q->n].addr = pkt__addr(env->pool, pkt) + m->off;
+    q->f[q->n].len = m->len;
+    q->f[q->n].pad_ = 0;
     q->n++;
+    if (SLIP_UNLIKELY(q->dev->flags & NETDEV_F_NOBATCH))
+        txq_push(env, q, false);
 }
 
 /* The IPv6 half's way in; IPv4 keeps calling the static one, which the compiler inlines. */
@@ -124,13 +116,13 @@ uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
     uint32_t left = 0;
     for (unsigned i = 0; i < env->ntxq; i++) {
         struct ip_txq *q = &env->txq[i];
-        if (!q->port)
+        if (!q->dev)
             continue;
         txq_push(env, q, false);
-        uint32_t n = xsk_port__tx_queued(q->port);
+        uint32_t n = netdev__tx_queued(q->dev);
         if (n >= kick_at) {
-            xsk_port__tx_flush(q->port);
-            n = xsk_port__tx_queued(q->port);
+            netdev__kick(q->dev);
+            n = netdev__tx_queued(q->dev);
         }
         left += n;
     }

@@ -60,10 +60,11 @@ static void walk_counters(struct slip_stack *s, struct counter_sink *k)
     emit(k, "procs.live", procs_live(s));
     emit(k, "procs.reaped", s->shm->procs.reaped);
     emit(k, "procs.closeq_overflows", s->shm->procs.closeq_overflows);
-    if (s->fault.on) {
-        emit(k, "fault.dropped", s->fault.dropped);
-        emit(k, "fault.duplicated", s->fault.duplicated);
-        emit(k, "fault.reordered", s->fault.reordered);
+    uint64_t fdrop, fdup, freord;
+    if (devices_counters(s, &fdrop, &fdup, &freord)) {
+        emit(k, "fault.dropped", fdrop);
+        emit(k, "fault.duplicated", fdup);
+        emit(k, "fault.reordered", freord);
     }
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];

@@ -67,64 +67,6 @@ static void rx_deliver(struct slip_stack *s, slip_idx_t p, uint32_t ifindex)
     pkt__free_chain(&s->pool, rx.pkt);
 }
 
-/* Delivers held (reordered) frames that waited long enough, or all of them when `all`. */
-static void fault_release(struct slip_stack *s, bool all)
-{
-    struct fault *f = &s->fault;
-    unsigned k = 0;
-    for (unsigned i = 0; i < f->nheld; i++) {
-        if (all || f->held[i].passed >= FAULT_DEPTH || f->held[i].until <= s->env.now)
-            rx_deliver(s, f->held[i].pkt, f->held[i].ifindex);
-        else
-            f->held[k++] = f->held[i];
-    }
-    f->nheld = k;
-}
-
-static void rx_frame(struct slip_stack *s, uint64_t addr, uint32_t len, uint32_t ifindex)
-{
-    slip_idx_t p = pkt__adopt(&s->pool, addr, len);
-    pkt__meta(&s->pool, p)->stamp = s->env.now;
-    if (SLIP_LIKELY(!s->fault.on)) {
-        rx_deliver(s, p, ifindex);
-        return;
-    }
-    struct fault *f = &s->fault;
-    switch (fault__decide(f)) {
-    case FAULT_DROP:
-        f->dropped++;
-        pkt__free_chain(&s->pool, p);
-        return;
-    case FAULT_DUP: {
-        slip_idx_t c = pkt__alloc(&s->pool);
-        if (c != SLIP_NIL) {
-            f->duplicated++;
-            memcpy(pkt__data(&s->pool, c), pkt__data(&s->pool, p), len);
-            pkt__meta(&s->pool, c)->len = (uint16_t)len;
-            rx_deliver(s, c, ifindex);
-        }
-        break;
-    }
-    case FAULT_HOLD:
-        if (f->nheld < FAULT_MAX_HELD) {
-            f->reordered++;
-            f->held[f->nheld].pkt = p;
-            f->held[f->nheld].ifindex = ifindex;
-            f->held[f->nheld].passed = 0;
-            f->held[f->nheld].until = s->env.now + FAULT_HOLD_NS;
-            f->nheld++;
-            return;
-        }
-        break;
-    case FAULT_PASS:
-        break;
-    }
-    rx_deliver(s, p, ifindex);
-    for (unsigned i = 0; i < f->nheld; i++)
-        f->held[i].passed++;
-    fault_release(s, false);
-}
-
 /* Lock held, before a kick: what sends held back for it (autocork) goes out now. */
 void uncork_all(struct slip_stack *s)
 {
@@ -139,7 +81,7 @@ void uncork_all(struct slip_stack *s)
 static slip_time_t poll_locked(struct slip_stack *s)
 {
     STACK_ASSERT_LOCKED(s);
-    struct xsk_frame f[256];
+    struct netdev_frame f[256];
     slip_time_t now = slip_stack__now();
     unsigned burst = SLIP_MIN(s->cfg.burst, SLIP_ARRAY_SIZE(f));
 
@@ -156,7 +98,7 @@ static slip_time_t poll_locked(struct slip_stack *s)
     uncork_all(s);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            if (corked || xsk_port__tx_queued(s->ifs[i].ports[q])) {
+            if (corked || netdev__tx_queued(s->ifs[i].dev[q])) {
                 ip_output__flush(&s->env);
                 i = s->nifs;
                 break;
@@ -168,13 +110,16 @@ static slip_time_t poll_locked(struct slip_stack *s)
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *fc = &s->ifs[i];
         for (unsigned q = 0; q < fc->nq; q++) {
-            unsigned n = xsk_port__rx_burst(fc->ports[q], f, burst);
+            unsigned n = netdev__rx_burst(fc->dev[q], f, burst);
             if (!n)
                 continue;
             s->shm->c.rx_bursts++;
             s->shm->c.rx_frames += n;
-            for (unsigned k = 0; k < n; k++)
-                rx_frame(s, f[k].addr, f[k].len, fc->ifindex);
+            for (unsigned k = 0; k < n; k++) {
+                slip_idx_t p = pkt__adopt(&s->pool, f[k].addr, f[k].len);
+                pkt__meta(&s->pool, p)->stamp = s->env.now;
+                rx_deliver(s, p, fc->ifindex);
+            }
         }
     }
     slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
@@ -205,17 +150,15 @@ static slip_time_t poll_locked(struct slip_stack *s)
         }
     }
     tcp_res_reap(s);
-    if (s->fault.nheld) {
-        fault_release(s, false);
-        for (unsigned i = 0; i < s->fault.nheld; i++)
-            next = SLIP_MIN(next, s->fault.held[i].until);
-    }
+    for (unsigned i = 0; i < s->nifs; i++)
+        for (unsigned q = 0; q < s->ifs[i].nq; q++)
+            next = SLIP_MIN(next, netdev__deadline(s->ifs[i].dev[q]));  /* frames a device holds */
     next = SLIP_MIN(next, ip_reass__expire(&s->env));
     uncork_all(s);
     ip_output__flush(&s->env);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            xsk_port__complete(s->ifs[i].ports[q]);
+            netdev__complete(s->ifs[i].dev[q]);
     /* While a neighbour is being resolved, watch the kernel's table closely. */
     if (s->ip->neigh_pending || s->ip->neigh6_pending) {
         s->ctl_next = SLIP_MIN(s->ctl_next, now + 100 * SLIP_USEC);
@@ -258,7 +201,7 @@ void rx_catch_up(struct slip_stack *s)
     STACK_ASSERT_LOCKED(s);
     for (unsigned i = 0; i < s->nifs; i++)
         for (unsigned q = 0; q < s->ifs[i].nq; q++)
-            if (xsk_port__rx_pending(s->ifs[i].ports[q])) {
+            if (netdev__rx_pending(s->ifs[i].dev[q])) {
                 poll_and_unlock(s);
                 stack_lock(s);
                 env_refresh(s, slip_stack__now());
@@ -334,7 +277,7 @@ static void tx_kick_left(struct slip_stack *s)
     bool any = __atomic_load_n(&s->shm->ncork, __ATOMIC_RELAXED) != 0;
     for (unsigned i = 0; i < s->nifs && !any; i++)
         for (unsigned q = 0; q < s->ifs[i].nq && !any; q++)
-            any = xsk_port__tx_queued(s->ifs[i].ports[q]) != 0;
+            any = netdev__tx_queued(s->ifs[i].dev[q]) != 0;
     if (!any || !slip_lock__try(&s->shm->lock))
         return;     /* the lock holder kicks, or leaves them for our next round */
     stack_locked_by_us(s);

@@ -163,9 +163,7 @@ ssize_t slip_udp__sendmsg(struct slip_stack *s, int sock, const struct iovec *io
     ssize_t rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
     if (rc == -ENOBUFS) {
         /* Out of frames: reclaim completions and retry once, as the kernel would block briefly. */
-        for (unsigned i = 0; i < s->nifs; i++)
-            for (unsigned q = 0; q < s->ifs[i].nq; q++)
-                xsk_port__tx_flush(s->ifs[i].ports[q]);
+        devices_kick_all(s);
         rc = udp_sock__send(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport);
     }
     ip_output__flush(&s->env);

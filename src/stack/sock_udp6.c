@@ -130,9 +130,7 @@ ssize_t slip_udp6__sendmsg(struct slip_stack *s, int sock, const struct iovec *i
     env_refresh(s, slip_stack__now());
     ssize_t rc = udp_sock__send6(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport, scope);
     if (rc == -ENOBUFS) {
-        for (unsigned i = 0; i < s->nifs; i++)
-            for (unsigned q = 0; q < s->ifs[i].nq; q++)
-                xsk_port__tx_flush(s->ifs[i].ports[q]);
+        devices_kick_all(s);
         rc = udp_sock__send6(&s->env, s->udp, (slip_idx_t)sock, iov, iovcnt, dst, dport, scope);
     }
     ip_output__flush(&s->env);

@@ -26,7 +26,7 @@ static void atfork_child(void)
             continue;
         for (unsigned i = 0; i < SLIP_MAX_IFACES; i++)
             s->txq[i].n = 0;
-        s->fault.nheld = 0;
+        devices_forget(s);
         s->accept_sleepers = 0;     /* the parent's sleeping threads are not the child's */
         /* The bell is named after the pid: the child needs its own (the parent keeps its). */
         if (s->peer_bell >= 0)
@@ -260,12 +260,13 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     s->arena.memfd = -1;
     s->garena.memfd = -1;
     doorbell_open(s);
-    rc = fault__init(&s->fault, err, errlen);
+    struct fault fault;
+    rc = fault__init(&fault, err, errlen);
     if (rc < 0)
         goto fail;
-    if (s->fault.on)
+    if (fault.on)
         slip_warn("fault injection on: drop %u, duplicate %u, reorder %u per million received frames",
-                  s->fault.drop_ppm, s->fault.dup_ppm, s->fault.reorder_ppm);
+                  fault.drop_ppm, fault.dup_ppm, fault.reorder_ppm);
     if (cfg->nifaces == 0 || cfg->nifaces > SLIP_MAX_IFACES) {
         snprintf(err, errlen, "need 1 to %d interfaces, got %u", SLIP_MAX_IFACES, cfg->nifaces);
         goto fail;
@@ -459,8 +460,10 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
                 goto fail;
             }
         }
-        s->txq[i].port = f->ports[0];
-        s->txq[i].ifindex = f->ifindex;
+        if ((rc = devices_wire(s, i, &fault)) < 0) {
+            snprintf(err, errlen, "out of memory for the fault injector");
+            goto fail;
+        }
     }
     group_wire(s);
 
@@ -519,11 +522,7 @@ void slip_stack__close(struct slip_stack *s)
     if (s->epfd >= 0)
         close(s->epfd);
     doorbell_close(s);
-    if (s->fault.nheld) {
-        for (unsigned i = 0; i < s->fault.nheld; i++)
-            pkt__free_chain(&s->pool, s->fault.held[i].pkt);
-        s->fault.nheld = 0;
-    }
+    devices_close(s);
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
         /* Detach first so the kernel stops redirecting to sockets about to close. */
@@ -806,8 +805,7 @@ int slip_stack__attach(struct slip_stack **out, const char *spec, char *err, siz
                 goto fail;
             }
         }
-        s->txq[i].port = f->ports[0];
-        s->txq[i].ifindex = f->ifindex;
+        devices_wire(s, i, NULL);
     }
     char *pt = strtok_r(NULL, ";", &save);
     if (pt && pt[0] == 'g')

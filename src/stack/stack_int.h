@@ -37,6 +37,7 @@
 #include "stack/arena.h"
 #include "stack/bell.h"
 #include "stack/fault.h"
+#include "xsk/xsk_netdev.h"
 #include "stack/kfd.h"
 #include "stack/guard.h"
 #include "stack/lock.h"
@@ -120,6 +121,10 @@ struct stack_iface {
     struct steer *steer;
     unsigned nq;
     struct xsk_port *ports[SLIP_MAX_QUEUES];
+    struct xsk_netdev xdev[SLIP_MAX_QUEUES];    /* each port as a device */
+    struct netdev *dev[SLIP_MAX_QUEUES];        /* what the poll loop uses: xdev, or a device
+                                                 * stacked on it (the fault injector) */
+    struct fault_dev *fault[SLIP_MAX_QUEUES];   /* that injector (SLIP_FAULT_*), else NULL */
 };
 
 struct slip_stack {
@@ -148,7 +153,6 @@ struct slip_stack {
     uint64_t ring_procs;        /* lock held: slots of other processes a poll must ring */
     int accept_bell;            /* eventfd: a poll made a listener ready (listener-only sets) */
     uint32_t accept_sleepers;   /* threads of this process asleep on accept_bell */
-    struct fault fault;         /* test-only receive impairments (SLIP_FAULT_*) */
     struct tcp_shared *tcp;
     struct slip_socktab t;      /* the sized tables (socktab.h) */
     int proc;                   /* this process's slot in shm->procs, -1 without one */
@@ -233,6 +237,13 @@ int group_claim_index(struct slip_stack *s, char *err, size_t errlen);
 void group_token_name(const struct slip_stack *s, unsigned index, char *buf, size_t len);
 /* sock_udp6.c: lock held */
 void udp6_unclaim(struct slip_stack *s, int sock);
+
+/* devices.c: at open and attach, once the interface's ports exist */
+int devices_wire(struct slip_stack *s, unsigned i, const struct fault *fault);
+void devices_kick_all(struct slip_stack *s);
+void devices_close(struct slip_stack *s);
+void devices_forget(struct slip_stack *s);
+bool devices_counters(const struct slip_stack *s, uint64_t *dropped, uint64_t *duplicated, uint64_t *reordered);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);

@@ -1,5 +1,6 @@
 /* A stack without ports for unit tests: packet memory in the heap, control-plane tables filled
- * by hand, and transmitted frames captured in a list instead of a ring. Every test ends with
+ * by hand, and transmitted frames captured in a list by a capture device (ip/netdev.h) that
+ * takes each frame as it is sent and turns it back into its buffer. Every test ends with
  * harness_fini(), which checks that all frames came back to the pool (a leak check). */
 #ifndef SLIP_TESTS_HARNESS_H
 #define SLIP_TESTS_HARNESS_H
@@ -23,7 +24,17 @@
 #define H_FRAME   2048
 #define H_IFINDEX 2
 
+struct harness;
+
+/* The transmit side of the harness: a device that takes each frame at once (NETDEV_F_NOBATCH). */
+struct h_capdev {
+    struct netdev dev;
+    struct harness *h;
+};
+
 struct harness {
+    struct h_capdev cap;
+    struct ip_txq txq;
     struct pkt_pool pool;
     struct ctl_tables *t;
     struct ip_shared *ip;
@@ -41,9 +52,8 @@ static inline be32 ip4(unsigned a, unsigned b, unsigned c, unsigned d)
     return hton32(a << 24 | b << 16 | c << 8 | d);
 }
 
-static inline void h_capture(void *arg, uint32_t ifindex, slip_idx_t pkt)
+static inline void h_capture(struct harness *h, uint32_t ifindex, slip_idx_t pkt)
 {
-    struct harness *h = arg;
     if (h->nsent < 256) {
         h->sent_if[h->nsent] = ifindex;
         h->sent[h->nsent++] = pkt;
@@ -51,6 +61,52 @@ static inline void h_capture(void *arg, uint32_t ifindex, slip_idx_t pkt)
         pkt__free_chain(&h->pool, pkt);
     }
 }
+
+/* The frame back into the buffer it was sent from (its metadata is still there). */
+static inline unsigned h_cap_tx(struct netdev *d, const struct netdev_frame *f, unsigned n)
+{
+    struct h_capdev *c = (struct h_capdev *)d;
+    for (unsigned i = 0; i < n; i++) {
+        slip_idx_t p = pkt__index(&c->h->pool, f[i].addr);
+        CHECK(pkt__addr(&c->h->pool, p) + pkt__meta(&c->h->pool, p)->off, ==, f[i].addr);
+        h_capture(c->h, d->ifindex, p);
+    }
+    return n;
+}
+
+static inline unsigned h_cap_rx(struct netdev *d, struct netdev_frame *f, unsigned max)
+{
+    (void)d, (void)f, (void)max;
+    return 0;
+}
+
+static inline int h_cap_kick(struct netdev *d)
+{
+    (void)d;
+    return 0;
+}
+
+static inline uint32_t h_cap_queued(const struct netdev *d)
+{
+    (void)d;
+    return 0;
+}
+
+static inline void h_cap_complete(struct netdev *d)
+{
+    (void)d;
+}
+
+static inline bool h_cap_pending(const struct netdev *d)
+{
+    (void)d;
+    return false;
+}
+
+static const struct netdev_ops h_cap_ops = {
+    .rx_burst = h_cap_rx, .tx_enqueue = h_cap_tx, .kick = h_cap_kick, .tx_queued = h_cap_queued,
+    .complete = h_cap_complete, .rx_pending = h_cap_pending,
+};
 
 static inline void h_add_neigh(struct harness *h, be32 ip, const uint8_t mac[6], uint16_t state)
 {
@@ -104,8 +160,11 @@ static inline void harness_init(struct harness *h)
     h->env.sh = h->ip;
     h->env.ctl_t = h->t;
     h->env.now = 1000 * SLIP_SEC;
-    h->env.tx_hook = h_capture;
-    h->env.tx_arg = h;
+    h->cap = (struct h_capdev){ .dev = { .ops = &h_cap_ops, .ifindex = H_IFINDEX, .flags = NETDEV_F_NOBATCH }, .h = h };
+    h->txq.dev = &h->cap.dev;
+    h->txq.ifindex = H_IFINDEX;
+    h->env.txq = &h->txq;
+    h->env.ntxq = 1;
 }
 
 static inline void h_free_sent(struct harness *h)
