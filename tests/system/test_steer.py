@@ -178,7 +178,7 @@ def test_steer_attach_traffic_detach(make_testbed, steer_ctl, bpftool):
     objs = objects_of(bpftool, xdp["prog"]["id"])
     assert objs["name"] == "slip_steer"
     assert sorted(objs["maps"].values()) == ["slip_counters", "slip_frags", "slip_frags6", "slip_owned",
-                                             "slip_owned6", "slip_xsks"]
+                                             "slip_owned6", "slip_pins", "slip_pins6", "slip_xsks"]
     assert len(objs["links"]) == 1, "attached through a bpf_link"
     assert "xdp" in b.run(["ip", "link", "show", "veth0"], check=True).stdout
 
