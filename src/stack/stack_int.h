@@ -47,7 +47,8 @@
 #include "udp/udp.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 11  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group */
+#define SLIP_SHM_VERSION 12  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
+                              * 12: frames lent per process */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -230,5 +231,7 @@ void udp6_unclaim(struct slip_stack *s, int sock);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
+/* sock_tcp_zc.c: lock held, slot c going away: the frames lent to it go back to the pool. */
+void tcp_zc_release(struct slip_stack *s, int c);
 
 #endif

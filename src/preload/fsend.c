@@ -1,0 +1,143 @@
+/* sendfile from a file to an accelerated TCP socket through the block path: the stack lends
+ * frames of its UMEM for the connection's send queue (slip_tcp__zc_reserve), the block engine
+ * reads the file into them with O_DIRECT (a twin descriptor of the same open file when the
+ * program's has no O_DIRECT), and the frames join the send queue as they are. The device writes
+ * the bytes where TCP takes them from: no copy into a buffer and none from it into frames (the
+ * copying path, sock.c's pre_sendfile, does both). The frames are whole and frame-aligned, so
+ * O_DIRECT's buffer rule holds whenever the frame size is a multiple of the file's alignment; an
+ * offset inside a block reads from the block's start and queues from the offset. A file that
+ * cannot do O_DIRECT (tmpfs, a pipe, a socket), or no frame to lend, leaves the call to the
+ * copying path. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "block/blk.h"
+#include "preload/file.h"
+#include "preload/preload.h"
+#include "stack/stack.h"
+
+/* Reads [pos, pos + len) of the twin into the lent frames (len a multiple of the alignment):
+ * bytes read, or -errno. A device the probe gave to the kernel gets the kernel's own call, into
+ * the same frames. */
+static ssize_t read_into(int twin, uint64_t dev, struct slip_tcp_zc *z, size_t len, off_t pos)
+{
+    struct iovec iov[SLIP_TCP_ZC_MAX];
+    int n = 0;
+    for (size_t left = len; left && n < (int)z->n; n++) {
+        iov[n].iov_base = z->iov[n].iov_base;
+        iov[n].iov_len = left < z->iov[n].iov_len ? left : z->iov[n].iov_len;
+        left -= iov[n].iov_len;
+    }
+    if (blk__route(dev) == BLK_ROUTE_KERNEL) {
+        ssize_t r = real_preadv(twin, iov, n, pos);
+        return r < 0 ? -errno : r;
+    }
+    struct blk_file f = { .fd = twin };     /* no registered slot (a twin lives one request), no bounce */
+    ssize_t r = blk__rw_file(&f, BLK_OP_READ, iov, n, pos, 0);
+    if (r == -ENOSYS) {
+        r = real_preadv(twin, iov, n, pos);
+        return r < 0 ? -errno : r;
+    }
+    return r;
+}
+
+/* The error a send would have raised, as the POSIX call reports it. */
+static ssize_t send_error(ssize_t e)
+{
+    if (e == -ENOTCONN)
+        e = -EPIPE;             /* Linux: not connected (any more) is EPIPE for a send */
+    if (e == -EPIPE)
+        raise(SIGPIPE);         /* sendfile has no MSG_NOSIGNAL */
+    return e;
+}
+
+/* The loop: bytes sent (> 0), 0 at end of file before anything was sent, -errno, or -ENOTSUP
+ * when nothing was done and the copying path should take the call. */
+static ssize_t frames_send(struct pfd *p, int twin, uint32_t align, uint32_t mem, uint64_t dev, off_t start, size_t n)
+{
+    struct slip_stack *s = g_pre.stack;
+    struct blk_stats *st = blk__stats();
+    struct slip_tcp_zc z;
+    size_t done = 0;
+    while (done < n) {
+        off_t pos = start + (off_t)done;
+        size_t lead = (size_t)(pos % align);
+        ssize_t b = slip_tcp__zc_reserve(s, p->sock, lead, n - done, &z);
+        if (b == -EAGAIN && !p->nonblock) {
+            /* A blocking socket: wait for room, as a blocking send does. */
+            int rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
+            if (rc < 0)
+                return done ? (ssize_t)done : rc;
+            continue;
+        }
+        if (b == -ENOBUFS || b == -EOPNOTSUPP || b == 0 || (b > 0 && (z.frame_size % align || z.frame_size % mem))) {
+            /* Nothing to lend, or frames O_DIRECT cannot take: the copying path (from here on). */
+            slip_tcp__zc_commit(s, p->sock, &z, 0, 0, 0);
+            return done ? (ssize_t)done : -ENOTSUP;
+        }
+        if (b < 0)
+            return done ? (ssize_t)done : (b == -EAGAIN ? b : send_error(b));
+        size_t rlen = (lead + (size_t)b + align - 1) / align * align;
+        ssize_t r = read_into(twin, dev, &z, rlen, pos - (off_t)lead);
+        __atomic_fetch_add(&st->sendfile_reads, 1, __ATOMIC_RELAXED);
+        if (r < 0) {
+            slip_tcp__zc_commit(s, p->sock, &z, 0, 0, 0);
+            if (r == -EINVAL && !done)
+                return -ENOTSUP;        /* O_DIRECT refused after all: the copying path */
+            return done ? (ssize_t)done : r;
+        }
+        size_t got = (size_t)r > lead ? (size_t)r - lead : 0;
+        if (got > (size_t)b)
+            got = (size_t)b;
+        if (got == 0) {                 /* end of file */
+            slip_tcp__zc_commit(s, p->sock, &z, 0, 0, 0);
+            break;
+        }
+        ssize_t c = slip_tcp__zc_commit(s, p->sock, &z, lead, got, done + got < n);
+        if (c < 0)
+            return done ? (ssize_t)done : send_error(c);
+        done += (size_t)c;
+        __atomic_fetch_add(&st->sendfile_bytes, (uint64_t)c, __ATOMIC_RELAXED);
+        if ((size_t)r < rlen && (size_t)r - lead <= got)
+            break;                      /* a short read: the file ends here */
+    }
+    return (ssize_t)done;
+}
+
+bool file_sendfile(struct pfd *p, int in, off_t *off, size_t n, ssize_t *ret)
+{
+    if (!g_bfd || !blk__config()->sendfile || n == 0 || !g_pre.stack)
+        return false;
+    struct stat sb;
+    if (fstat(in, &sb) < 0 || !S_ISREG(sb.st_mode) || (off && *off < 0))
+        return false;           /* the copying path gives the kernel's answers */
+    uint32_t align = 0, mem = 0;
+    uint64_t dev = 0;
+    int twin = file_direct_twin(in, &sb, &align, &mem, &dev);
+    struct blk_stats *st = blk__stats();
+    if (twin < 0 || align == 0 || mem == 0) {
+        __atomic_fetch_add(&st->sendfile_declined, 1, __ATOMIC_RELAXED);
+        return false;
+    }
+    off_t start = off ? *off : lseek(in, 0, SEEK_CUR);
+    if (start < 0)
+        return false;
+    ssize_t r = frames_send(p, twin, align, mem, dev, start, n);
+    if (r == -ENOTSUP) {
+        __atomic_fetch_add(&st->sendfile_declined, 1, __ATOMIC_RELAXED);
+        return false;
+    }
+    __atomic_fetch_add(&st->sendfile_calls, 1, __ATOMIC_RELAXED);
+    if (r > 0) {
+        if (off)
+            *off = start + r;
+        else
+            lseek(in, start + r, SEEK_SET);
+    }
+    *ret = r < 0 ? set_errno((int)r) : r;
+    return true;
+}
