@@ -44,9 +44,11 @@ struct blk_stats {
     uint64_t bounced_ops;               /* operations through a ring's registered bounce buffer */
     uint64_t iopoll_ops;                /* operations on a polled ring (IOPOLL) */
     uint64_t iopoll_refused;            /* devices whose files refused polling (EOPNOTSUPP): back to interrupts */
-    /* sendfile to an accelerated TCP socket (src/preload/fsend.c): calls taken, reads straight
-     * into the stack's frames and the bytes they queued, calls left to the copying path. */
-    uint64_t sendfile_calls, sendfile_reads, sendfile_bytes, sendfile_declined;
+    /* sendfile to an accelerated TCP socket (src/preload/fsend.c): calls taken, O_DIRECT reads
+     * straight into the stack's frames, page-cache reads into them, bytes queued from frames
+     * (of which from the page cache), calls left to the copying path. */
+    uint64_t sendfile_calls, sendfile_reads, sendfile_cached_reads, sendfile_bytes, sendfile_cached_bytes;
+    uint64_t sendfile_declined;
 };
 
 struct blk_config {

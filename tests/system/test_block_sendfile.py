@@ -1,8 +1,9 @@
 """sendfile through the block path (issue 14): nginx with `sendfile on` under `slipstream run
 --block` serves files from the root disk to a kernel curl in host a; with the block path the
 worker's sendfile reads each file with O_DIRECT straight into the stack's packet frames
-(src/preload/fsend.c), which the worker's block counters show (sendfile_bytes: bytes read into
-frames and queued). Every download is checked by sha256 at the client: whole files of aligned and
+(src/preload/fsend.c), or, for what the page cache holds, copies it from there into the frames
+(one copy); the worker's block counters show both (sendfile_bytes: bytes read into frames and
+queued, sendfile_cached_bytes: of which from the page cache). Every download is checked by sha256 at the client: whole files of aligned and
 unaligned sizes, and byte ranges that start and end inside a disk block (the read starts at the
 block, the queue at the byte). A file on tmpfs, whose O_DIRECT alignment the kernel does not
 report, goes the copying way (sendfile_declined); SLIP_BLOCK_SENDFILE=0 turns the path off (the
@@ -18,7 +19,8 @@ import pytest
 
 from test_apps import B_ADDR, curl_argv, kill_pidfile, need, parse_curl, read, sha256, start_nginx
 
-FILES = (("big", 24 << 20), ("odd", 5_000_001), ("small", 3000))
+# Written, then dropped from the page cache (O_DIRECT reads them), except "hot" (read back: cached).
+FILES = (("big", 24 << 20), ("odd", 5_000_001), ("small", 3000), ("hot", 3_000_000))
 # (file, first byte, last byte): starts and ends inside 512- and 4096-byte blocks.
 RANGES = (("big", 1000, 3_000_000), ("odd", 4_999_000, 5_000_000), ("big", 8192, 8192 + 70_000))
 
@@ -33,6 +35,13 @@ def docroot():
         b = os.urandom(size)
         with open(os.path.join(d, name), "wb") as f:
             f.write(b)
+            f.flush()
+            os.fsync(f.fileno())
+            if name != "hot":
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        if name == "hot":
+            with open(os.path.join(d, name), "rb") as f:
+                assert f.read() == b
         os.chmod(os.path.join(d, name), 0o644)
         data[name] = b
     # A file on tmpfs (linked into the folder): the kernel does not report an O_DIRECT alignment
@@ -53,7 +62,8 @@ def docroot():
 def block_counters(exe):
     """Sums of the sendfile counters over every process `slipstream stat --block` lists."""
     out = subprocess.run([str(exe), "stat", "--block"], capture_output=True, text=True, timeout=20).stdout
-    tot = {"sendfile_calls": 0, "sendfile_reads": 0, "sendfile_bytes": 0, "sendfile_declined": 0}
+    tot = {k: 0 for k in ("sendfile_calls", "sendfile_reads", "sendfile_cached_reads", "sendfile_bytes",
+                          "sendfile_cached_bytes", "sendfile_declined")}
     for m in re.finditer(r"(sendfile_\w+) (\d+)", out):
         tot[m.group(1)] += int(m.group(2))
     return tot, out
@@ -107,14 +117,18 @@ def check_bodies(data, names, outs, parts):
 
 def test_nginx_sendfile_reads_into_frames(testbed, build_dir, docroot, workdir):
     """The worker's sendfile reads every byte of the root disk's files into frames (sendfile_bytes
-    covers them all, exactly: the tmpfs file is not among them) and declines the tmpfs file."""
+    covers them all, exactly: the tmpfs file is not among them): the files out of the page cache
+    by O_DIRECT reads of the engine, the cached one from the page cache; the tmpfs file declined."""
     root, data = docroot
     names = [n for n, _ in FILES] + ["shm"]
     outs, parts, c = serve_and_fetch(testbed, build_dir, root, workdir, names, RANGES)
     check_bodies(data, names, outs, parts)
     want = sum(len(data[n]) for n, _ in FILES) + sum(hi + 1 - lo for _, lo, hi in RANGES)
-    assert c["sendfile_reads"] > 0 and c["sendfile_bytes"] == want, \
+    assert c["sendfile_bytes"] == want, \
         f"sendfile through the block path queued {c['sendfile_bytes']} bytes, want {want}: {c}"
+    direct = c["sendfile_bytes"] - c["sendfile_cached_bytes"]
+    assert c["sendfile_reads"] > 0 and direct > 0, f"no O_DIRECT read into frames: {c}"
+    assert c["sendfile_cached_bytes"] >= len(data["hot"]), f"the cached file did not come from the cache: {c}"
     assert c["sendfile_declined"] >= 1, c
 
 
