@@ -64,6 +64,9 @@ int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *m
  * path took the call (*ret: its result, errno set); false: the caller copies as before. */
 struct pfd;
 bool file_sendfile(struct pfd *p, int in, off_t *off, size_t n, ssize_t *ret);
+/* Whether sends from files and pipes go through lent frames (the block path and
+ * SLIP_BLOCK_SENDFILE on): sendfile above, splice's pipe -> socket half (splice.c). */
+bool bfd_frames_on(void);
 /* aio.c: whether a libaio context id is one of the block path's, and the io_* syscall on it
  * (a program calling syscall(SYS_io_submit, ...) itself); -errno as libaio returns it. */
 bool aio_ctx_ours(unsigned long id);

@@ -147,9 +147,14 @@ static ssize_t frames_send(struct pfd *p, int in, int twin, uint32_t align, uint
     return (ssize_t)done;
 }
 
+bool bfd_frames_on(void)
+{
+    return g_bfd && blk__config()->sendfile && g_pre.stack;
+}
+
 bool file_sendfile(struct pfd *p, int in, off_t *off, size_t n, ssize_t *ret)
 {
-    if (!g_bfd || !blk__config()->sendfile || n == 0 || !g_pre.stack)
+    if (!bfd_frames_on() || n == 0)
         return false;
     struct stat sb;
     if (fstat(in, &sb) < 0 || !S_ISREG(sb.st_mode) || (off && *off < 0))

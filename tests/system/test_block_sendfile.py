@@ -140,3 +140,56 @@ def test_nginx_sendfile_path_off(testbed, build_dir, docroot, workdir):
                                      env=["SLIP_BLOCK_SENDFILE=0"])
     check_bodies(data, names, outs, parts)
     assert c["sendfile_bytes"] == 0 and c["sendfile_calls"] == 0, c
+
+
+CLIENT = """
+import hashlib, socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+h = hashlib.sha256(); n = 0
+while True:
+    b = s.recv(1 << 16)
+    if not b:
+        break
+    h.update(b); n += len(b)
+s.send(b"x")
+print(n, h.hexdigest())
+"""
+
+
+@pytest.mark.parametrize("frames", [True, False], ids=["frames", "frames_off"])
+@pytest.mark.parametrize("mode", ["block", "nonblock"])
+def test_splice_file_pipe_socket(testbed, build_dir, docroot, workdir, mode, frames):
+    """A file spliced into a pipe and the pipe into an accelerated socket: with the block path the
+    pipe is read straight into the stack's frames (splice_bytes counts every byte), the bytes
+    arrive whole (sha256 at the kernel client); with SLIP_BLOCK_SENDFILE=0 the buffered way."""
+    from test_apps import start, wait_listening
+    import json
+    root, data = docroot
+    a, b = testbed.host("a"), testbed.host("b")
+    exe = build_dir / "slipstream"
+    env = ["SLIP_DUMP_AT_EXIT=1"] + ([] if frames else ["SLIP_BLOCK_SENDFILE=0"])
+    app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "splice_file_server.py")
+    log = os.path.join(workdir, "server.log")
+    p = start(b, ["env", *env, str(exe), "run", "--block", "--iface", "veth0", "--", "python3", app, "9000",
+                  os.path.join(root, "odd"), mode], log)
+    try:
+        wait_listening(b, 9000, proc=p, log=log)
+        r = a.run(["python3", "-c", CLIENT, B_ADDR, "9000"], timeout=90)
+        assert r.returncode == 0, r.stderr
+        n, digest = r.stdout.split()
+        assert int(n) == len(data["odd"]) and digest == hashlib.sha256(data["odd"]).hexdigest()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    text = read(log)
+    print(text[-3000:])
+    res = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+    print(res)
+    assert res["sent"] == len(data["odd"]), res
+    spliced = sum(int(m.group(1)) for m in re.finditer(r"splice_bytes (\d+)", text))
+    if frames:
+        assert spliced == len(data["odd"]), f"splice into frames: {spliced} of {len(data['odd'])} bytes\n{text[-2000:]}"
+    else:
+        assert spliced == 0, text[-2000:]
