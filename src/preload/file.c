@@ -286,6 +286,11 @@ int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *m
     b->twin_dev = (uint64_t)st->st_dev;
     b->twin_ino = (uint64_t)st->st_ino;
     b->twin = -1;
+    /* Only for an fd the program may read: a reopen would read what its own fd cannot (O_WRONLY,
+     * O_PATH), where the kernel answers EBADF (the copying path gets that answer). */
+    int fl = real_fcntl(fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY || (fl & O_PATH))
+        return -1;
     char path[40];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     preload_depth++;

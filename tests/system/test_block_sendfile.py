@@ -193,3 +193,38 @@ def test_splice_file_pipe_socket(testbed, build_dir, docroot, workdir, mode, fra
         assert spliced == len(data["odd"]), f"splice into frames: {spliced} of {len(data['odd'])} bytes\n{text[-2000:]}"
     else:
         assert spliced == 0, text[-2000:]
+
+
+def test_sendfile_file_offset_and_write_only_fd(testbed, build_dir, docroot, workdir):
+    """sendfile with no offset (the descriptor's own, read and moved) from inside a block, in
+    calls of 1 MB + 1 byte, goes through frames and leaves the offset at the end of the file, as
+    the kernel's does; from a write-only descriptor it is EBADF, as the kernel says (the O_DIRECT
+    twin of the file must not read what the program's descriptor cannot)."""
+    from test_apps import start, wait_listening
+    import json
+    root, data = docroot
+    a, b = testbed.host("a"), testbed.host("b")
+    exe = build_dir / "slipstream"
+    app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "sendfile_server.py")
+    log = os.path.join(workdir, "server.log")
+    start_at = 1000
+    p = start(b, ["env", "SLIP_DUMP_AT_EXIT=1", str(exe), "run", "--block", "--iface", "veth0", "--", "python3", app,
+                  "9001", os.path.join(root, "odd"), str(start_at), str((1 << 20) + 1)], log)
+    try:
+        wait_listening(b, 9001, proc=p, log=log)
+        r = a.run(["python3", "-c", CLIENT, B_ADDR, "9001"], timeout=90)
+        assert r.returncode == 0, r.stderr
+        n, digest = r.stdout.split()
+        want = data["odd"][start_at:]
+        assert int(n) == len(want) and digest == hashlib.sha256(want).hexdigest(), (n, len(want))
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    text = read(log)
+    res = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+    print(res)
+    assert res == {"wronly": "EBADF", "sent": len(want), "offset": len(data["odd"])}, res
+    sent = sum(int(m.group(1)) for m in re.finditer(r"sendfile_bytes (\d+)", text))
+    assert sent == len(want), text[-2000:]
