@@ -49,6 +49,7 @@ struct blk_stats {
      * (of which from the page cache), calls left to the copying path. */
     uint64_t sendfile_calls, sendfile_reads, sendfile_cached_reads, sendfile_bytes, sendfile_cached_bytes;
     uint64_t sendfile_declined;
+    uint64_t sendfile_twins;            /* O_DIRECT descriptors opened for it (files not in the cache) */
     uint64_t splice_bytes;              /* splice pipe -> accelerated TCP socket, read into frames */
 };
 

@@ -307,6 +307,7 @@ int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *m
         real_close(t);
         return -1;
     }
+    __atomic_fetch_add(&blk__stats()->sendfile_twins, 1, __ATOMIC_RELAXED);
     memset(&g_bfd[t], 0, sizeof(g_bfd[t]));
     g_bfd[t].twin_of = fd + 1;
     b->twin = t + 1;

@@ -63,7 +63,7 @@ def block_counters(exe):
     """Sums of the sendfile counters over every process `slipstream stat --block` lists."""
     out = subprocess.run([str(exe), "stat", "--block"], capture_output=True, text=True, timeout=20).stdout
     tot = {k: 0 for k in ("sendfile_calls", "sendfile_reads", "sendfile_cached_reads", "sendfile_bytes",
-                          "sendfile_cached_bytes", "sendfile_declined")}
+                          "sendfile_cached_bytes", "sendfile_declined", "sendfile_twins")}
     for m in re.finditer(r"(sendfile_\w+) (\d+)", out):
         tot[m.group(1)] += int(m.group(2))
     return tot, out
@@ -130,6 +130,18 @@ def test_nginx_sendfile_reads_into_frames(testbed, build_dir, docroot, workdir):
     assert c["sendfile_reads"] > 0 and direct > 0, f"no O_DIRECT read into frames: {c}"
     assert c["sendfile_cached_bytes"] >= len(data["hot"]), f"the cached file did not come from the cache: {c}"
     assert c["sendfile_declined"] >= 1, c
+    assert c["sendfile_twins"] >= 2, c      # big and odd, out of the cache, were read with O_DIRECT
+
+
+def test_nginx_sendfile_cached_file_needs_no_twin(testbed, build_dir, docroot, workdir):
+    """A file the page cache holds is read from there into frames, three times, and no O_DIRECT
+    descriptor is ever opened for it (nginx opens the file per request: a twin would cost an
+    open and a statx each time for nothing)."""
+    root, data = docroot
+    outs, _, c = serve_and_fetch(testbed, build_dir, root, workdir, ["hot"] * 3, ())
+    check_bodies(data, ["hot"] * 3, outs, [])
+    assert c["sendfile_cached_bytes"] == 3 * len(data["hot"]) == c["sendfile_bytes"], c
+    assert c["sendfile_twins"] == 0 and c["sendfile_reads"] == 0, c
 
 
 def test_nginx_sendfile_path_off(testbed, build_dir, docroot, workdir):
