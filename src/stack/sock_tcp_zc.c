@@ -99,7 +99,8 @@ ssize_t slip_tcp__zc_reserve(struct slip_stack *s, int sock, size_t skip, size_t
             rc = (ssize_t)SLIP_MIN(bytes, (size_t)z->n * fs - skip);
         }
     }
-    tx_done(s);
+    /* No tx_done: a loan sends nothing, and a kick here would push out what the program wrote
+     * just before (nginx's headers, autocorked) in a segment of its own, ahead of the file. */
     stack_unlock(s);
     return rc;
 }
