@@ -8,10 +8,12 @@ static bool zc_sock_ok(struct slip_stack *s, int sock)
     return sock >= 0 && (uint32_t)sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_USER);
 }
 
-/* Frees one loan (a chain of frames); the walk is bounded: the records are in shared memory. */
+/* Frees one loan (a chain of frames). The records are in shared memory, which every process of
+ * the stack can write: walks are bounded, and an index past the pool ends them (rather than
+ * freeing frame 0, which pkt__bound would make of it). */
 static void loan_free(struct slip_stack *s, slip_idx_t f)
 {
-    for (uint32_t steps = 0; f != SLIP_NIL && steps < s->pool.nframes; steps++) {
+    for (uint32_t steps = 0; f < s->pool.nframes && steps < s->pool.nframes; steps++) {
         struct pkt_meta *m = pkt__meta(&s->pool, f);
         slip_idx_t next = m->chain;
         m->chain = SLIP_NIL;
@@ -25,7 +27,7 @@ void tcp_zc_release(struct slip_stack *s, int c)
     STACK_ASSERT_LOCKED(s);
     struct slip_proc *p = &s->shm->procs.p[c];
     slip_idx_t h = p->lent ? p->lent - 1 : SLIP_NIL;
-    for (uint32_t steps = 0; h != SLIP_NIL && steps < s->pool.nframes; steps++) {
+    for (uint32_t steps = 0; h < s->pool.nframes && steps < s->pool.nframes; steps++) {
         slip_idx_t next = pkt__meta(&s->pool, h)->next;
         loan_free(s, h);
         h = next;
@@ -38,7 +40,7 @@ static bool loan_unlink(struct slip_stack *s, slip_idx_t head)
 {
     struct slip_proc *p = &s->shm->procs.p[s->proc];
     slip_idx_t prev = SLIP_NIL, h = p->lent ? p->lent - 1 : SLIP_NIL;
-    for (uint32_t steps = 0; h != SLIP_NIL && steps < s->pool.nframes; steps++) {
+    for (uint32_t steps = 0; h < s->pool.nframes && steps < s->pool.nframes; steps++) {
         slip_idx_t next = pkt__meta(&s->pool, h)->next;
         if (h == head) {
             if (prev == SLIP_NIL)
