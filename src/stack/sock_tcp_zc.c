@@ -35,6 +35,15 @@ void tcp_zc_release(struct slip_stack *s, int c)
     p->lent = 0;
 }
 
+void tcp_zc_release_all(struct slip_stack *s)
+{
+    stack_lock(s);
+    for (int c = 0; c < SLIP_PROC_MAX; c++)
+        if (s->shm->procs.p[c].lent)
+            tcp_zc_release(s, c);
+    stack_unlock(s);
+}
+
 /* Lock held: takes the loan that starts at head out of this process's list. */
 static bool loan_unlink(struct slip_stack *s, slip_idx_t head)
 {

@@ -231,7 +231,9 @@ void udp6_unclaim(struct slip_stack *s, int sock);
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
-/* sock_tcp_zc.c: lock held, slot c going away: the frames lent to it go back to the pool. */
+/* sock_tcp_zc.c: lock held, slot c going away: the frames lent to it go back to the pool. And
+ * for the guardian closing an orphaned stack: every slot's (it takes the lock). */
 void tcp_zc_release(struct slip_stack *s, int c);
+void tcp_zc_release_all(struct slip_stack *s);
 
 #endif
