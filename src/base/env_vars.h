@@ -80,6 +80,8 @@
       .doc = "1: a block-path read or write of up to 128 KiB whose buffer the kernel would take as it is goes through a registered buffer of the thread's ring (one copy instead of pinning the caller's pages; a bad buffer pointer then faults in the program instead of giving EFAULT)") \
     X(BLOCK_IOPOLL, INT, POSIX, .min = 0, .max = 2, .def = "1", \
       .doc = "1: block-path requests on a device whose queue polls for completions (sysfs queue/io_poll = 1: NVMe or virtio-blk with poll queues) go to a polled ring of the thread (IORING_SETUP_IOPOLL: the waiting thread polls the device instead of sleeping until an interrupt); 0: never; 2: on every device (tests: a device without poll queues then completes by interrupt while the caller polls, a file system without polling answers EOPNOTSUPP and the device goes back to interrupts)") \
+    X(BLOCK_SENDFILE, BOOL, POSIX, .def = "1", \
+      .doc = "1 (with SLIP_BLOCK=1): sendfile from a file that can do O_DIRECT to an accelerated TCP socket reads the file straight into the stack's packet frames, what the page cache holds from there (one copy) and the rest with O_DIRECT through the block engine (none), instead of through a buffer (two copies); 0: through a buffer, as without the block path") \
     X(ATTACH, TEXT, INTERNAL, .doc = "the stack a process inherits across exec and posix_spawn") \
     X(FDS, TEXT, INTERNAL, .doc = "the accelerated fds a process inherits with SLIP_ATTACH") \
     X(KFDS, TEXT, INTERNAL, .doc = "the port-reservation sockets a process inherits with SLIP_ATTACH (the only fd numbers from shared memory it will close)") \

@@ -44,9 +44,17 @@ struct blk_stats {
     uint64_t bounced_ops;               /* operations through a ring's registered bounce buffer */
     uint64_t iopoll_ops;                /* operations on a polled ring (IOPOLL) */
     uint64_t iopoll_refused;            /* devices whose files refused polling (EOPNOTSUPP): back to interrupts */
+    /* sendfile to an accelerated TCP socket (src/preload/fsend.c): calls taken, O_DIRECT reads
+     * straight into the stack's frames, page-cache reads into them, bytes queued from frames
+     * (of which from the page cache), calls left to the copying path. */
+    uint64_t sendfile_calls, sendfile_reads, sendfile_cached_reads, sendfile_bytes, sendfile_cached_bytes;
+    uint64_t sendfile_declined;
+    uint64_t sendfile_twins;            /* O_DIRECT descriptors opened for it (files not in the cache) */
+    uint64_t splice_bytes;              /* splice pipe -> accelerated TCP socket, read into frames */
 };
 
 struct blk_config {
+    bool sendfile;          /* sendfile to an accelerated TCP socket reads into the stack's frames */
     bool sqpoll;
     int sq_idle_ms;
     int sq_cpu;             /* -1: not pinned */

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -144,6 +145,8 @@ void preload_file_init(void)
     c.bounce = v;
     slip_env__get(SLIP_ENV_BLOCK_IOPOLL, &v, err, sizeof(err));
     c.iopoll = (int)v;
+    slip_env__get(SLIP_ENV_BLOCK_SENDFILE, &v, err, sizeof(err));
+    c.sendfile = v;
     blk__configure(&c);
     slip_env__get(SLIP_ENV_DUMP_AT_EXIT, &v, err, sizeof(err));
     g_dump = v;
@@ -215,10 +218,31 @@ ssize_t file_rw(int fd, bool wr, const struct iovec *iov, int n, off_t off, int 
     return x < 0 ? set_errno((int)x) : x;
 }
 
+/* fd's twin goes with it (a twin the program closed itself is only forgotten). */
+static void twin_drop(int fd)
+{
+    struct bfd *b = &g_bfd[fd];
+    if (b->twin > 0) {
+        int t = b->twin - 1;
+        if (t < g_bfd_n && g_bfd[t].twin_of == fd + 1) {
+            g_bfd[t].twin_of = 0;
+            real_close(t);
+        }
+    }
+    b->twin = 0;
+    if (b->twin_of > 0) {
+        int o = b->twin_of - 1;
+        if (o < g_bfd_n && g_bfd[o].twin == fd + 1)
+            g_bfd[o].twin = 0;
+        b->twin_of = 0;
+    }
+}
+
 void file_fd_gone(int fd)
 {
     if (g_bfd && fd >= 0 && fd < g_bfd_n) {
         g_bfd[fd].on = 0;
+        twin_drop(fd);
         blk__file_forget(fd);
         blk__fd_closing(fd);
     }
@@ -226,8 +250,73 @@ void file_fd_gone(int fd)
 
 void file_fd_dup(int fd, int newfd)
 {
-    if (g_bfd && fd >= 0 && fd < g_bfd_n && newfd >= 0 && newfd < g_bfd_n && newfd != fd)
+    if (g_bfd && fd >= 0 && fd < g_bfd_n && newfd >= 0 && newfd < g_bfd_n && newfd != fd) {
+        twin_drop(newfd);
         g_bfd[newfd] = g_bfd[fd];
+        g_bfd[newfd].twin = 0;          /* each number gets its own twin when it needs one */
+        g_bfd[newfd].twin_of = 0;
+    }
+}
+
+int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *mem, uint64_t *dev)
+{
+    if (!g_bfd || fd < 0 || fd >= g_bfd_n)
+        return -1;
+    struct bfd *b = &g_bfd[fd];
+    if (b->on && b->twin == 0) {
+        /* Opened with O_DIRECT by the program: it is its own twin. */
+        struct statx sx;
+        if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) < 0 || !(sx.stx_mask & STATX_DIOALIGN) ||
+            !sx.stx_dio_offset_align || !sx.stx_dio_mem_align)
+            return -1;
+        *align = sx.stx_dio_offset_align;
+        *mem = sx.stx_dio_mem_align;
+        *dev = (uint64_t)st->st_dev;
+        return fd;
+    }
+    bool same = b->twin_dev == (uint64_t)st->st_dev && b->twin_ino == (uint64_t)st->st_ino;
+    if (b->twin != 0 && same) {
+        *align = b->twin_align;
+        *mem = b->twin_mem;
+        *dev = (uint64_t)st->st_dev;
+        return b->twin > 0 ? b->twin - 1 : -1;
+    }
+    /* First use, or the number now names another file (closed behind our back by a raw syscall). */
+    twin_drop(fd);
+    b->twin_dev = (uint64_t)st->st_dev;
+    b->twin_ino = (uint64_t)st->st_ino;
+    b->twin = -1;
+    /* Only for an fd the program may read: a reopen would read what its own fd cannot (O_WRONLY,
+     * O_PATH), where the kernel answers EBADF (the copying path gets that answer). */
+    int fl = real_fcntl(fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY || (fl & O_PATH))
+        return -1;
+    char path[40];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    preload_depth++;
+    int t = real_openat64(AT_FDCWD, path, O_RDONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY);
+    preload_depth--;
+    if (t < 0)
+        return -1;
+    struct statx sx;
+    struct stat tst;
+    bool ok = t < g_bfd_n && fstat(t, &tst) == 0 && tst.st_dev == st->st_dev && tst.st_ino == st->st_ino &&
+              statx(t, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+              sx.stx_dio_offset_align && sx.stx_dio_mem_align;
+    if (!ok) {
+        real_close(t);
+        return -1;
+    }
+    __atomic_fetch_add(&blk__stats()->sendfile_twins, 1, __ATOMIC_RELAXED);
+    memset(&g_bfd[t], 0, sizeof(g_bfd[t]));
+    g_bfd[t].twin_of = fd + 1;
+    b->twin = t + 1;
+    b->twin_align = sx.stx_dio_offset_align;
+    b->twin_mem = sx.stx_dio_mem_align;
+    *align = b->twin_align;
+    *mem = b->twin_mem;
+    *dev = (uint64_t)st->st_dev;
+    return t;
 }
 
 void file_fd_setfl(int fd, long flags)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -15,6 +16,12 @@ struct bfd {
     uint64_t dev;               /* the device the probe decides for */
     uint32_t gen;               /* new for every open of this number (the engine's registered-file slots) */
     uint32_t mem_align;         /* O_DIRECT buffer alignment (statx dio_mem_align; 0 unknown) */
+    /* sendfile from this fd (fsend.c): an O_DIRECT twin of the same open file (fd + 1; 0 none
+     * yet, -1 the file cannot do O_DIRECT), for the file (dev, ino) it was made for; and on the
+     * twin's own entry, the fd it serves (+ 1), so a program that closes it itself is noticed. */
+    int32_t twin, twin_of;
+    uint32_t twin_align, twin_mem;      /* the twin's dio_offset_align and dio_mem_align */
+    uint64_t twin_dev, twin_ino;
 };
 
 extern struct bfd *g_bfd;       /* NULL until the block path is on; as long as g_pre.fds */
@@ -48,6 +55,18 @@ void file_fd_gone(int fd);
 void file_fd_dup(int fd, int newfd);
 /* fcntl(F_SETFL) succeeded with these flags. */
 void file_fd_setfl(int fd, long flags);
+/* An O_DIRECT descriptor of the regular file open at fd (st: its fstat), made on first use and
+ * closed with fd: the twin's number, or -1 when the file cannot do O_DIRECT (or the block path is
+ * off). align: the file offset and length alignment O_DIRECT wants; mem: the buffer alignment;
+ * dev: the device the engine's probe decides for. */
+int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *mem, uint64_t *dev);
+/* sendfile(out, in, off, n) with out an accelerated TCP socket (fsend.c): true when the block
+ * path took the call (*ret: its result, errno set); false: the caller copies as before. */
+struct pfd;
+bool file_sendfile(struct pfd *p, int in, off_t *off, size_t n, ssize_t *ret);
+/* Whether sends from files and pipes go through lent frames (the block path and
+ * SLIP_BLOCK_SENDFILE on): sendfile above, splice's pipe -> socket half (splice.c). */
+bool bfd_frames_on(void);
 /* aio.c: whether a libaio context id is one of the block path's, and the io_* syscall on it
  * (a program calling syscall(SYS_io_submit, ...) itself); -errno as libaio returns it. */
 bool aio_ctx_ours(unsigned long id);

@@ -409,6 +409,9 @@ ssize_t pre_sendfile(int out, int in, off_t *off, size_t n)
     struct pfd *p = pfd_get(out);
     if (!p || p->kind != PFD_TCP)
         return real_sendfile(out, in, off, n);
+    ssize_t zr;
+    if (file_sendfile(p, in, off, n, &zr))      /* the block path: the file read into frames */
+        return zr;
     char *buf = preload_scratch(SCRATCH_SENDFILE);
     if (!buf)
         return set_errno(-ENOMEM);

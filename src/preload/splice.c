@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+#include "block/blk.h"
+#include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
 
@@ -149,9 +152,76 @@ static ssize_t send_all(int fd, const char *buf, size_t n, int flags)
     return (ssize_t)done;
 }
 
+/* Pipe -> socket with the block path on (SLIP_BLOCK_SENDFILE): the pipe is read straight into
+ * frames the stack lends for the send queue (slip_tcp__zc_reserve), one copy where the buffer
+ * takes two; a file -> pipe -> socket relay thus costs what sendfile's cached path costs. The
+ * loan is taken only once the pipe has data and the queue has room, and the pipe read never
+ * waits (RWF_NOWAIT, or a poll before a plain read), so frames are not held across a wait.
+ * -ENOTSUP: no frames to lend here, the buffered way goes on. */
+static ssize_t to_socket_frames(int pipefd, struct pfd *p, size_t len, bool nb, bool more)
+{
+    struct slip_stack *s = g_pre.stack;
+    bool sock_nb = nb || p->nonblock;
+    for (;;) {
+        if (!nb) {
+            int rc = wait_fd(pipefd, POLLIN);
+            if (rc < 0)
+                return rc;
+        }
+        struct slip_tcp_zc z;
+        ssize_t b = slip_tcp__zc_reserve(s, p->sock, 0, len, &z);
+        if (b == -EAGAIN && !sock_nb) {
+            int rc = preload_block(p, EPOLLOUT, p->sndtimeo_ms, -1);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (b == -ENOBUFS || b == -EOPNOTSUPP || b == 0)
+            return -ENOTSUP;
+        if (b < 0)
+            return b;
+        struct iovec iov[SLIP_TCP_ZC_MAX];
+        int n = 0;
+        for (size_t left = (size_t)b; left && n < (int)z.n; n++) {
+            iov[n].iov_base = z.iov[n].iov_base;
+            iov[n].iov_len = left < z.iov[n].iov_len ? left : z.iov[n].iov_len;
+            left -= iov[n].iov_len;
+        }
+        ssize_t r = preadv2(pipefd, iov, n, -1, RWF_NOWAIT);
+        if (r < 0 && (errno == EOPNOTSUPP || errno == EINVAL)) {
+            struct pollfd pf = { .fd = pipefd, .events = POLLIN };
+            r = real_poll(&pf, 1, 0) == 1 ? real_readv(pipefd, iov, n) : (errno = EAGAIN, -1);
+        }
+        int e = errno;
+        if (r <= 0) {
+            slip_tcp__zc_commit(s, p->sock, &z, 0, 0, 0);
+            if (r == 0)
+                return 0;       /* no writer left */
+            if (e == EAGAIN && !nb)
+                continue;       /* another reader took it first: wait again */
+            return -e;
+        }
+        ssize_t c = slip_tcp__zc_commit(s, p->sock, &z, 0, (size_t)r, more);
+        if (c > 0) {
+            struct blk_stats *st = blk__stats();
+            __atomic_fetch_add(&st->splice_bytes, (uint64_t)c, __ATOMIC_RELAXED);
+        }
+        if (c == -EPIPE || c == -ENOTCONN) {
+            raise(SIGPIPE);
+            c = -EPIPE;
+        }
+        return c;
+    }
+}
+
 /* Pipe -> socket. */
 static ssize_t to_socket(int pipefd, int sockfd, struct pfd *p, size_t len, bool nb, bool more)
 {
+    if (bfd_frames_on()) {
+        ssize_t r = to_socket_frames(pipefd, p, len, nb, more);
+        if (r != -ENOTSUP)
+            return r;
+    }
     char *buf = preload_scratch(SCRATCH_SPLICE_OUT);
     if (!buf)
         return -ENOMEM;

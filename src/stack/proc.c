@@ -53,6 +53,7 @@ static void slot_clear(struct slip_proc *p)
 {
     p->closeq_n = 0;
     p->start = 0;
+    p->lent = 0;                /* the frames went back first (slip_tcp__zc_release) */
 }
 
 int slip_procs__claim(struct slip_procs *t, int32_t pid)

@@ -28,6 +28,10 @@ struct slip_proc {
      * of it cost nothing, and the stack zeroes it (frees its pages) before freeing the slot. */
     uint32_t closeq_n;
     int32_t closeq[SLIP_PROC_CLOSEQ];       /* fds to close in this process (released elsewhere) */
+    /* UMEM frames lent to it for a zero-copy send (sock_tcp_zc.c) and not handed back yet: the
+     * first frame of each loan + 1 (0: none), loans linked by their records' next, a loan's
+     * frames by chain. A holder that dies between the loan and the send gives them back here. */
+    uint32_t lent;
 };
 
 struct slip_procs {

@@ -513,6 +513,8 @@ void slip_stack__close(struct slip_stack *s)
         for (unsigned i = 0; i < slip_socktab__tcp_high(&s->t); i++)
             if (s->t.ts[i].res.kfd > 0)
                 kfd_close(s, s->t.ts[i].res.kfd);
+    if (s->guard && s->pool.frames)
+        tcp_zc_release_all(s);  /* frames lent to processes that died holding them */
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
     /* The guardian closes a stack whose processes are all gone: its cached frames go back to

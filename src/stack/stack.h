@@ -349,6 +349,30 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
 /* A process accepts or waits on listener sock (once per listener is enough): see
  * slip_tcp__copy_listener. */
 void slip_tcp__listener_used(struct slip_stack *s, int sock);
+/* ---- zero-copy TCP send (sock_tcp_zc.c) ---- */
+/* Frames of the stack's UMEM lent to the caller, who fills them without the lock (a file read
+ * straight into them by the block engine: sendfile) and then queues them on a connection as a
+ * send of their bytes would, without the copy into frames a send makes. Each lent frame is
+ * whole: frame_size bytes at a frame_size-aligned address (page-aligned with 4 KiB frames). */
+#define SLIP_TCP_ZC_MAX 64
+struct slip_tcp_zc {
+    unsigned n;                         /* frames lent */
+    uint32_t frame_size;
+    uint32_t idx[SLIP_TCP_ZC_MAX];      /* the stack's, for slip_tcp__zc_commit */
+    struct iovec iov[SLIP_TCP_ZC_MAX];
+};
+/* Lends frames for skip bytes the caller will not queue (the start of a disk block before the
+ * bytes it sends) and up to want bytes of sock's send queue (no more than the queue has room for,
+ * at most SLIP_TCP_ZC_MAX frames). Returns the bytes the caller may queue with them, or what a
+ * send would answer (-EAGAIN when the queue is full, -EPIPE, -ENOTCONN, the socket's error),
+ * -ENOBUFS when no frame is free, -EOPNOTSUPP in a process without a slot. Until the commit the
+ * frames are this process's: if it dies, the process that reaps it gives them back. */
+ssize_t slip_tcp__zc_reserve(struct slip_stack *s, int sock, size_t skip, size_t want, struct slip_tcp_zc *z);
+/* Queues len bytes of the lent frames, from byte skip of the first (skip < frame_size), on sock
+ * (more: MSG_MORE) and gives back the frames left over; len 0 gives them all back. Returns bytes
+ * queued or a send's error (the frames are given back then). z is empty after it. */
+ssize_t slip_tcp__zc_commit(struct slip_stack *s, int sock, struct slip_tcp_zc *z, size_t skip, size_t len,
+                            int more);
 
 /* ---- TCP over native IPv6 (sock_tcp6.c) ---- */
 /* Listens on addr (:: = any) at the port app_kfd (the application's AF_INET6 kernel socket) is

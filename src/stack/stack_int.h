@@ -50,8 +50,8 @@
 #include "udp/udp_query.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 12  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
-                                * 12: SO_REUSEPORT groups across stacks */
+#define SLIP_SHM_VERSION 13  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
+                                * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -247,5 +247,9 @@ bool devices_counters(const struct slip_stack *s, uint64_t *dropped, uint64_t *d
 
 /* sock_tcp.c */
 void listener_handover(struct slip_stack *s, int sock);
+/* sock_tcp_zc.c: lock held, slot c going away: the frames lent to it go back to the pool. And
+ * for the guardian closing an orphaned stack: every slot's (it takes the lock). */
+void tcp_zc_release(struct slip_stack *s, int c);
+void tcp_zc_release_all(struct slip_stack *s);
 
 #endif

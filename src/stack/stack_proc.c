@@ -285,6 +285,7 @@ static void proc_release_slot(struct slip_stack *s, int c)
         }
     }
     stack_lock(s);
+    tcp_zc_release(s, c);
     slip_socktab__proc_clear(&s->t, c);
     slip_procs__free(&s->shm->procs, c);
     stack_unlock(s);

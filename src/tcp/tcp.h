@@ -407,6 +407,14 @@ int tcp_conn__accept(struct tcp_shared *sh, slip_idx_t listener);
  * so_error. flags: TCP_SEND_MORE, TCP_SEND_AUTOCORK. */
 ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const struct iovec *iov,
                        int iovcnt, unsigned flags);
+/* Zero-copy send (tcp_zc.c). send_room: the bytes the send queue takes now, or what a send would
+ * answer instead (-EAGAIN when full, -EPIPE, -ENOTCONN, the pending so_error). send_frames:
+ * queues n frames the caller filled (each record's off and len say where its bytes are), as a
+ * send of those bytes would; the frames are the queue's (or freed) whatever it returns: bytes
+ * queued or the error send_room would give. The caller keeps to the room it was told. */
+ssize_t tcp_conn__send_room(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c);
+ssize_t tcp_conn__send_frames(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const slip_idx_t *f,
+                              unsigned n, unsigned flags);
 /* Sends what TCP_SEND_AUTOCORK held back (a no-op without it). */
 void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c);
 /* Copies received bytes; returns bytes, 0 at end of stream, -EAGAIN, -ENOTCONN, or the pending

@@ -162,3 +162,14 @@ def test_interface_without_native_xdp(tb, doctor):
     native = [l for l in out if "native XDP" in l]
     assert len(native) == 1 and native[0].startswith("warn native XDP: no"), r.stdout
     assert "generic" in native[0]
+
+
+def test_block_sendfile_line_follows_the_folder(doctor):
+    """The block path's sendfile line speaks of the current folder's file system: one with an
+    O_DIRECT alignment (the root disk's) gets the frames line, tmpfs the copying one."""
+    said = {}
+    for d in ("/var/tmp", "/dev/shm"):
+        r = subprocess.run([doctor, "doctor"], cwd=d, capture_output=True, text=True, timeout=60)
+        said[d] = [l for l in r.stdout.splitlines() if "block path: " in l and "sendfile" in l]
+    assert any("into the stack's frames (O_DIRECT alignment" in l for l in said["/var/tmp"]), said
+    assert any("reports no O_DIRECT alignment" in l for l in said["/dev/shm"]), said

@@ -2,7 +2,9 @@
  * interface, printing `ok`/`warn`/`FAIL` lines that say what to do. It only looks: it never
  * attaches a program or changes a setting, because it may be pointed at a production NIC. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/io_uring.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include "tools/slipstream/cli.h"
 #include "tools/slipstream/doctor_nl.h"
@@ -510,6 +512,29 @@ static long uring_try(unsigned flags)
     return fd < 0 ? -errno : 0;
 }
 
+/* sendfile into the stack's frames (SLIP_BLOCK_SENDFILE) reads with O_DIRECT what the page cache
+ * does not hold, on files whose file system reports an O_DIRECT alignment (statx STATX_DIOALIGN,
+ * Linux 6.1): asked of an unnamed file in the current folder. */
+static void check_block_sendfile(struct doctor *d)
+{
+    /* An unnamed file (O_TMPFILE): nothing appears in the folder, and it goes with its fd. */
+    int fd = open(".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;                 /* a folder we cannot write, or no O_TMPFILE: nothing to say */
+    struct statx sx;
+    memset(&sx, 0, sizeof(sx));
+    bool ok = statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+              sx.stx_dio_offset_align && sx.stx_dio_mem_align;
+    close(fd);
+    if (ok)
+        report(d, DOCTOR_OK, "block path: sendfile to accelerated TCP sockets reads files of this folder's file "
+               "system into the stack's frames (O_DIRECT alignment %u, buffers %u; what the page cache holds is "
+               "copied from there once)", sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+    else
+        report(d, DOCTOR_OK, "block path: this folder's file system reports no O_DIRECT alignment (tmpfs, or a "
+               "kernel before 6.1): sendfile from its files copies through a buffer, as without --block");
+}
+
 /* The block path's engine is io_uring (`slipstream run --block`): whether rings, a submission
  * thread (SQPOLL) and polled completion (IOPOLL, per device) are there. */
 static void check_block(struct doctor *d)
@@ -562,6 +587,7 @@ static void check_block(struct doctor *d)
     }
     if (dir)
         closedir(dir);
+    check_block_sendfile(d);
 }
 
 /* ---- command --------------------------------------------------------------------------------- */
