@@ -9,6 +9,8 @@ int devices_wire(struct slip_stack *s, unsigned i, const struct fault *fault)
 {
     struct stack_iface *f = &s->ifs[i];
     for (unsigned q = 0; q < f->nq; q++) {
+        /* i and q are within the shm's arrays: nifs and nq were checked (slip_stack__memory_bad). */
+        xsk_port__share_counters(f->ports[q], &s->shm->xsk[i][q]);
         xsk_netdev__init(&f->xdev[q], f->ports[q], f->ifindex);
         f->dev[q] = &f->xdev[q].dev;
         if (!fault || !fault->on)

@@ -51,7 +51,7 @@
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
 #define SLIP_SHM_VERSION 13  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
-                                * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process */
+                                * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process, port counters */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -113,6 +113,9 @@ struct slip_shm {
     uint32_t ifindex[SLIP_MAX_IFACES], nq[SLIP_MAX_IFACES];
     char ifname[SLIP_MAX_IFACES][16];
     struct slip_procs procs;    /* who holds which references and reservation sockets */
+    /* Each AF_XDP socket's software counters, added to by every process that drives it (read
+     * only by counters.c: nothing indexes with them). */
+    struct xsk_port_stats xsk[SLIP_MAX_IFACES][SLIP_MAX_QUEUES];
 };
 
 struct stack_iface {

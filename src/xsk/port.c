@@ -89,7 +89,10 @@ struct xsk_port {
     bool need_wakeup;
     bool busy_poll;
     char ifname[IF_NAMESIZE];
-    struct xsk_port_stats sw;       /* software counters; kernel ones are read on demand */
+    /* Software counters (kernel ones are read on demand): the port's own, or the stack's copy in
+     * memory every process of the stack maps (xsk_port__share_counters). */
+    struct xsk_port_stats *sw;
+    struct xsk_port_stats sw_own;
 };
 
 static bool is_pow2(uint32_t v) { return v && !(v & (v - 1)); }
@@ -375,7 +378,7 @@ static void port_refill_locked(struct xsk_port *p);
 static void port_refill(struct xsk_port *p)
 {
     if (!qlock_take(p)) {
-        p->sw.fill_busy++;
+        p->sw->fill_busy++;
         return;
     }
     port_refill_locked(p);
@@ -393,7 +396,7 @@ static void port_refill_locked(struct xsk_port *p)
         return;
     uint32_t n = SLIP_MIN(room, pool->count);
     if (!n) {
-        p->sw.fill_pool_empty++;
+        p->sw->fill_pool_empty++;
         return;
     }
     uint32_t idx;
@@ -447,6 +450,8 @@ int xsk_port__create(struct xsk_port **out, struct xsk_umem_area *u, const struc
         }
 
     struct xsk_port *p = calloc(1, sizeof(*p));
+    if (p)
+        p->sw = &p->sw_own;
     if (!p) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
@@ -583,8 +588,8 @@ unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsign
     }
     if (n) {
         xsk_ring_cons__release(&p->rx, n);
-        p->sw.rx_packets += n;
-        p->sw.rx_bursts++;
+        p->sw->rx_packets += n;
+        p->sw->rx_bursts++;
     }
     port_refill(p);
     /* Kernel docs (af_xdp.rst, XDP_USE_NEED_WAKEUP): when the fill ring's flag is set the driver
@@ -604,7 +609,7 @@ unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, 
     uint32_t room = xsk_prod_nb_free(&p->tx, n);
     uint32_t take = SLIP_MIN(room, n);
     if (take < n)
-        p->sw.tx_ring_full++;
+        p->sw->tx_ring_full++;
     if (!take)
         return 0;
     uint32_t idx;
@@ -617,7 +622,7 @@ unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, 
         d->options = 0;
     }
     xsk_ring_prod__submit(&p->tx, take);
-    p->sw.tx_packets += take;
+    p->sw->tx_packets += take;
     return take;
 }
 
@@ -630,7 +635,7 @@ void xsk_port__complete(struct xsk_port *p)
     struct xsk_frame_pool *pool = p->u->pool;
     uint64_t addrs[256];
     if (!qlock_take(p)) {
-        p->sw.comp_busy++;
+        p->sw->comp_busy++;
         return;
     }
     if (p->shared_rings)
@@ -685,7 +690,7 @@ int xsk_port__tx_flush(struct xsk_port *p)
     if (p->zerocopy && p->need_wakeup && !xsk_ring_prod__needs_wakeup(&p->tx))
         return 0;
     for (uint32_t tries = 0; tries < p->kick_max; tries++) {
-        p->sw.tx_kicks++;
+        p->sw->tx_kicks++;
         int e = 0;
         if (slip_sandbox__limited())
             sandbox_kick(p);
@@ -693,9 +698,9 @@ int xsk_port__tx_flush(struct xsk_port *p)
             e = errno;
         xsk_port__complete(p);
         if (e == EAGAIN) {
-            p->sw.tx_kick_eagain++;
+            p->sw->tx_kick_eagain++;
         } else if (e == EBUSY) {
-            p->sw.tx_kick_ebusy++;
+            p->sw->tx_kick_ebusy++;
         } else if (e && e != EINTR) {
             /* ENOBUFS, ENETDOWN, ENXIO...: not something another kick fixes. */
             ret = -e;
@@ -714,11 +719,16 @@ bool xsk_port__rx_pending(const struct xsk_port *p)
     return __atomic_load_n(p->rx.producer, __ATOMIC_ACQUIRE) != *p->rx.consumer;
 }
 
+void xsk_port__share_counters(struct xsk_port *p, struct xsk_port_stats *area)
+{
+    p->sw = area ? area : &p->sw_own;
+}
+
 int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out)
 {
     struct xdp_statistics ks;
     memset(&ks, 0, sizeof(ks));
-    *out = p->sw;
+    *out = *p->sw;
     socklen_t optlen = sizeof(ks);
     if (getsockopt(p->fd, SOL_XDP, XDP_STATISTICS, &ks, &optlen))
         return -errno;
@@ -843,6 +853,7 @@ int xsk_port__adopt(struct xsk_port **out, struct xsk_umem_area *u, int fd, int 
     struct xsk_port *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
+    p->sw = &p->sw_own;
     int rc = port_map(p, fd, ring_size, ring_size);
     if (rc < 0) {
         free(p);
@@ -881,6 +892,8 @@ int xsk_port__join(struct xsk_port **out, struct xsk_umem_area *u, int share_fd,
     }
     struct xsk_port *p = calloc(1, sizeof(*p));
     int rc = p ? 0 : -ENOMEM;
+    if (p)
+        p->sw = &p->sw_own;
     uint32_t rs = cfg->rx_size;
     if (!rc && (setsockopt(fd, SOL_XDP, XDP_RX_RING, &rs, sizeof(rs)) < 0 ||
                 setsockopt(fd, SOL_XDP, XDP_TX_RING, &rs, sizeof(rs)) < 0))

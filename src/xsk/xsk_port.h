@@ -103,6 +103,11 @@ void xsk_port__complete(struct xsk_port *p);
 /* True when the RX ring has descriptors waiting. */
 bool xsk_port__rx_pending(const struct xsk_port *p);
 int xsk_port__stats(struct xsk_port *p, struct xsk_port_stats *out);
+/* The port's software counters live at area from now on (NULL: its own again): memory every
+ * process using the port maps, so that each adds to one count and any of them (slipstream stat)
+ * reads it. The kernel's counters are the socket's and need nothing. Increments are plain adds
+ * by whoever drives the port: exact when one process at a time does (the stack's lock). */
+void xsk_port__share_counters(struct xsk_port *p, struct xsk_port_stats *area);
 /* Reloads the rings' cached indices from the shared ones: call after another process that maps
  * the same rings (a fork child or parent) may have used them. */
 void xsk_port__resync(struct xsk_port *p);

@@ -22,6 +22,7 @@ import time
 import pytest
 
 from test_apps import snmp, kill_pidfile
+from testbed import Topology
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "apps", "reuseport_server.py")
@@ -317,9 +318,12 @@ http {
 
 
 @pytest.fixture
-def nginx_rp(testbed, slip, workdir):
+def nginx_rp(make_testbed, slip, workdir):
     if not shutil.which("nginx"):
         pytest.skip("nginx is not installed (scripts/deps.sh installs it)")
+    # Two queues on the veth pair (as the issue asks): each stack has an AF_XDP socket per queue,
+    # and the kernel peer's flows arrive on both.
+    testbed = make_testbed(Topology(queues=2))
     a, b = testbed.host("a"), testbed.host("b")
     root = os.path.join(workdir, "www")
     os.mkdir(root)
@@ -407,6 +411,10 @@ def test_nginx_two_workers_reuseport(nginx_rp, build_dir):
     parent = [st for st in stacks if master in st["procs"]]
     assert len(parent) == 1 and parent[0]["passive"] == 0, f"the master's stack took connections: {parent}"
     assert sum(st["passive"] for st in stacks if st not in parent) >= 60, stacks
+    # Each worker's stack has a socket on both queues, and the flows came in on both.
+    own = [st for st in stacks if st not in parent]
+    assert all(sorted(st["rxq"]) == [0, 1] for st in own), stacks
+    assert all(sum(st["rxq"][q] for st in own) > 0 for q in (0, 1)), stacks
 
 
 def worker_stacks(host, exe):
@@ -417,11 +425,15 @@ def worker_stacks(host, exe):
     for l in st.stdout.splitlines():
         if l.startswith("stack "):
             head = dict(f.split("=", 1) for f in l.split()[2:])
-            out.append({"name": head.get("name", ""), "procs": [], "passive": 0})
+            out.append({"name": head.get("name", ""), "procs": [], "passive": 0, "rxq": {}})
         elif out and l.startswith("proc "):
             out[-1]["procs"].append(l.split()[1])
         elif out and l.startswith("tcp.passive_opens "):
             out[-1]["passive"] = int(l.split()[1])
+        else:
+            m = re.match(r"xsk\.veth0\.q(\d+)\.rx_packets (\d+)$", l)
+            if out and m:
+                out[-1]["rxq"][int(m.group(1))] = int(m.group(2))
     print("stacks:", out)
     return out
 
