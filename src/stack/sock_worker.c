@@ -12,7 +12,7 @@
 /* Options a copy takes from the listener (those a listener keeps; the rest are the engine's). */
 static const enum tcp_opt copied_opts[] = {
     TCPO_NODELAY, TCPO_KEEPALIVE, TCPO_KEEPIDLE, TCPO_KEEPINTVL, TCPO_KEEPCNT, TCPO_LINGER,
-    TCPO_RCVBUF, TCPO_SNDBUF, TCPO_MAXSEG, TCPO_CONGESTION, TCPO_TCLASS, TCPO_HOPS,
+    TCPO_RCVBUF, TCPO_SNDBUF, TCPO_MAXSEG, TCPO_CONGESTION, TCPO_TCLASS, TCPO_HOPS, TCPO_USER_TIMEOUT,
 };
 #define NCOPIED (sizeof(copied_opts) / sizeof(copied_opts[0]))
 
@@ -41,8 +41,17 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
             park = false;
     }
     unsigned origin = from->index;
-    for (unsigned i = 0; ok && i < NCOPIED; i++)
+    for (unsigned i = 0; ok && i < NCOPIED; i++) {
         have[i] = tcp_conn__getopt(from->tcp, (slip_idx_t)fsock, copied_opts[i], &vals[i]) == 0;
+        /* TCP_MAXSEG reads back 536 on a socket that is not connected and never set it (as
+         * Linux): what the listener keeps is the value set, or none (the route and the peer's
+         * MSS decide, as for the parent's own connections). Copying the 536 made every
+         * connection of a worker's stack send 524-byte segments. */
+        if (copied_opts[i] == TCPO_MAXSEG) {
+            vals[i] = c->user_mss;
+            have[i] = c->user_mss != 0;
+        }
+    }
     stack_unlock(from);
     if (!ok)
         return -EINVAL;

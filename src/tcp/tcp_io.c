@@ -79,6 +79,12 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     }
     if (done == 0)
         return -ENOBUFS;
+    tcp_send__queued(env, sh, c, flags);
+    return (ssize_t)done;
+}
+
+void tcp_send__queued(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, unsigned flags)
+{
     if (flags & TCP_SEND_MORE)
         c->flags |= TCPF_MORE;
     else
@@ -88,7 +94,6 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     else
         c->flags &= ~TCPF_AUTOCORK;     /* a send that does not wait pushes what waited */
     tcp_output(env, sh, c);
-    return (ssize_t)done;
 }
 
 void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)

@@ -148,6 +148,9 @@ void tcp_timer__keep_restart(struct ip_env *env, struct tcp_shared *sh, struct t
 /* tcp_output.c */
 /* Sends what the state, windows, Nagle/cork and recovery allow, and an owed ACK. */
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c);
+/* After a send queued bytes on c (tcp_io.c, tcp_zc.c): TCP_SEND_MORE / TCP_SEND_AUTOCORK of flags
+ * set or clear the connection's hold (a send that does not wait pushes what waited), then output. */
+void tcp_send__queued(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, unsigned flags);
 /* Sends one segment of the connection now: [seq, seq+len) of the send queue with flags. */
 int tcp_output__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t seq,
                         uint32_t len, uint8_t flags);

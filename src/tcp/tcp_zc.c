@@ -67,14 +67,6 @@ ssize_t tcp_conn__send_frames(struct ip_env *env, struct tcp_shared *sh, slip_id
     }
     if (done == 0)
         return 0;
-    if (flags & TCP_SEND_MORE)
-        c->flags |= TCPF_MORE;
-    else
-        c->flags &= ~TCPF_MORE;
-    if (flags & TCP_SEND_AUTOCORK)
-        c->flags |= TCPF_AUTOCORK;
-    else
-        c->flags &= ~TCPF_AUTOCORK;
-    tcp_output(env, sh, c);
+    tcp_send__queued(env, sh, c, flags);
     return (ssize_t)done;
 }

@@ -411,10 +411,30 @@ def test_nginx_two_workers_reuseport(nginx_rp, build_dir):
     parent = [st for st in stacks if master in st["procs"]]
     assert len(parent) == 1 and parent[0]["passive"] == 0, f"the master's stack took connections: {parent}"
     assert sum(st["passive"] for st in stacks if st not in parent) >= 60, stacks
+    # The copies keep the listener's MSS choice (none set: the route's and the peer's). A copy that
+    # took the 536 TCP_MAXSEG reads back on an unconnected socket sent 524-byte segments.
+    holder = a.popen([PY, "-c", HOLD_CONNS, B_ADDR, str(PORT), "16"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "connected"
+        ss = a.run(["ss", "-tinH", "dst", f"{B_ADDR}:{PORT}"], timeout=10).stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    mss = [int(m) for m in re.findall(r"\bmss:(\d+)", ss)]
+    print("client-side mss of 16 connections:", mss)
+    assert len(mss) == 16 and min(mss) >= 1400, ss
     # Each worker's stack has a socket on both queues, and the flows came in on both.
     own = [st for st in stacks if st not in parent]
     assert all(sorted(st["rxq"]) == [0, 1] for st in own), stacks
     assert all(sum(st["rxq"][q] for st in own) > 0 for q in (0, 1)), stacks
+
+
+HOLD_CONNS = r"""
+import socket, sys, time
+conns = [socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5) for _ in range(int(sys.argv[3]))]
+print("connected", flush=True)
+time.sleep(30)
+"""
 
 
 def worker_stacks(host, exe):
