@@ -56,9 +56,12 @@ static void feed(struct harness *h, struct tcp_shared *sh, struct peer *pr, uint
         uint32_t sum = wire_csum_pseudo6(s.b, d.b, WIRE_IPPROTO_TCP, (uint32_t)(hl + len));
         be16 cs = wire_csum_fold(wire_csum_add(sum, buf, hl + len));
         memcpy(buf + 16, &cs, 2);
+        /* As the poll loop (src/stack/poll.c): ip_input first, which hands IPv6 on. */
+        slip_idx_t p = rx6(h, "2001:2::1", "2001:2::2", WIRE_IPPROTO_TCP, NULL, 0, buf, hl + len);
+        struct ip_rx rx4;
         struct ip6_rx rx;
-        if (ip6_input(&h->env, rx6(h, "2001:2::1", "2001:2::2", WIRE_IPPROTO_TCP, NULL, 0, buf, hl + len), H_IFINDEX,
-                      &rx) == 1)
+        CHECK(ip_input(&h->env, p, H_IFINDEX, &rx4), ==, IP_INPUT_IPV6);
+        if (ip6_input(&h->env, p, H_IFINDEX, &rx) == 1)
             tcp6_input(&h->env, sh, &rx);
     }
     pr->seq += (uint32_t)len + ((flags & WIRE_TCP_SYN) ? 1 : 0);
