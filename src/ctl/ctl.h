@@ -156,6 +156,11 @@ int ctl__resolve(struct ctl *c, uint32_t ifindex, be32 ip);
 int ctl__resolve6(struct ctl *c, uint32_t ifindex, const struct wire_ipv6_addr *ip);
 int ctl_tables__route6(const struct ctl_tables *t, const struct wire_ipv6_addr *dst, uint32_t oif,
                        struct ctl_nexthop6 *out);
+/* The same for a sender that has its source already (src, e.g. a connection's local address):
+ * out->src is src, and the source selection is skipped (the answer is the same otherwise,
+ * -EADDRNOTAVAIL included). src NULL: ctl_tables__route6. */
+int ctl_tables__route6_from(const struct ctl_tables *t, const struct wire_ipv6_addr *src,
+                            const struct wire_ipv6_addr *dst, uint32_t oif, struct ctl_nexthop6 *out);
 int ctl_tables__neigh6(const struct ctl_tables *t, uint32_t ifindex, const struct wire_ipv6_addr *ip, uint8_t mac[6]);
 /* ifindex of the local address addr (on ifindex when not 0), or 0 when it is not ours. */
 uint32_t ctl_tables__local6(const struct ctl_tables *t, const struct wire_ipv6_addr *addr, uint32_t ifindex);

@@ -1,6 +1,7 @@
 /* Read side of the IPv6 tables: route lookup (longest prefix in the main table, link-local
  * destinations by their scope), neighbours, local addresses and source address selection after
  * RFC 6724 §5. Pure functions over struct ctl_tables, counts clamped like tables.c. */
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -27,13 +28,17 @@ static bool is_zero(const struct wire_ipv6_addr *a)
     return addr_eq(a, &zero);
 }
 
-/* Leading bits a and b share, up to 128. */
+/* Leading bits a and b share, up to 128: two 64-bit words in network order (every route
+ * lookup runs this once per route, so not byte by byte). */
 static unsigned common_prefix(const struct wire_ipv6_addr *a, const struct wire_ipv6_addr *b)
 {
-    for (unsigned i = 0; i < 16; i++) {
-        uint8_t x = a->b[i] ^ b->b[i];
-        if (x)
-            return i * 8 + (unsigned)__builtin_clz((unsigned)x) - 24;
+    uint64_t x[2], y[2];
+    memcpy(x, a, sizeof(x));
+    memcpy(y, b, sizeof(y));
+    for (unsigned i = 0; i < 2; i++) {
+        uint64_t d = be64toh(x[i] ^ y[i]);
+        if (d)
+            return i * 64 + (unsigned)__builtin_clzll(d);
     }
     return 128;
 }
@@ -99,6 +104,16 @@ static bool src_better(const struct ctl_addr6 *a, const struct ctl_addr6 *b, con
     return common_prefix(&a->addr, dst) > common_prefix(&b->addr, dst);
 }
 
+/* A candidate source for a datagram leaving through ifindex. An address still in duplicate
+ * address detection (or that failed it) must not be used (RFC 4862 §5.4); a link-local one means
+ * something only on its own link. */
+static bool src_usable(const struct ctl_addr6 *a, uint32_t ifindex)
+{
+    if (a->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED))
+        return false;
+    return a->ifindex == ifindex || scope_of(&a->addr) > 2;
+}
+
 bool ctl_tables__select_src6(const struct ctl_tables *t, uint32_t ifindex, const struct wire_ipv6_addr *dst,
                              struct wire_ipv6_addr *src)
 {
@@ -106,11 +121,7 @@ bool ctl_tables__select_src6(const struct ctl_tables *t, uint32_t ifindex, const
     uint32_t n = count(t->naddrs6, CTL_MAX_ADDRS6);
     for (uint32_t i = 0; i < n; i++) {
         const struct ctl_addr6 *a = &t->addrs6[i];
-        /* An address still in duplicate address detection (or that failed it) must not be used
-         * (RFC 4862 §5.4); a link-local one means something only on its own link. */
-        if (a->flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED))
-            continue;
-        if (scope_of(&a->addr) <= 2 && a->ifindex != ifindex)
+        if (!src_usable(a, ifindex))
             continue;
         if (!best || src_better(a, best, dst, ifindex))
             best = a;
@@ -121,8 +132,31 @@ bool ctl_tables__select_src6(const struct ctl_tables *t, uint32_t ifindex, const
     return true;
 }
 
+/* The route's source: the caller's own (given) when it has one, which then only has to exist
+ * among the usable ones for the route to hold, as selection would require; else selected. */
+static bool route_src(const struct ctl_tables *t, uint32_t ifindex, const struct wire_ipv6_addr *dst,
+                      const struct wire_ipv6_addr *given, struct wire_ipv6_addr *src)
+{
+    if (!given)
+        return ctl_tables__select_src6(t, ifindex, dst, src);
+    uint32_t n = count(t->naddrs6, CTL_MAX_ADDRS6);
+    for (uint32_t i = 0; i < n; i++) {
+        if (src_usable(&t->addrs6[i], ifindex)) {
+            *src = *given;
+            return true;
+        }
+    }
+    return false;
+}
+
 int ctl_tables__route6(const struct ctl_tables *t, const struct wire_ipv6_addr *dst, uint32_t oif,
                        struct ctl_nexthop6 *out)
+{
+    return ctl_tables__route6_from(t, NULL, dst, oif, out);
+}
+
+int ctl_tables__route6_from(const struct ctl_tables *t, const struct wire_ipv6_addr *src,
+                            const struct wire_ipv6_addr *dst, uint32_t oif, struct ctl_nexthop6 *out)
 {
     memset(out, 0, sizeof(*out));
     uint32_t local = ctl_tables__local6(t, dst, 0);
@@ -144,7 +178,7 @@ int ctl_tables__route6(const struct ctl_tables *t, const struct wire_ipv6_addr *
         out->nexthop = *dst;
         out->mtu = link_mtu(t, oif);
         out->type = RTN_UNICAST;
-        if (!ctl_tables__select_src6(t, oif, dst, &out->src))
+        if (!route_src(t, oif, dst, src, &out->src))
             return -EADDRNOTAVAIL;
         return 0;
     }
@@ -172,8 +206,8 @@ int ctl_tables__route6(const struct ctl_tables *t, const struct wire_ipv6_addr *
     if (best->type != RTN_UNICAST)
         return 0;
     if (!is_zero(&best->prefsrc))
-        out->src = best->prefsrc;
-    else if (!ctl_tables__select_src6(t, best->oif, dst, &out->src))
+        out->src = src ? *src : best->prefsrc;
+    else if (!route_src(t, best->oif, dst, src, &out->src))
         return -EADDRNOTAVAIL;
     return 0;
 }

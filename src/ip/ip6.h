@@ -46,6 +46,10 @@ struct ip6_tx {
  * -ENETUNREACH, -EHOSTUNREACH (blackhole/unreachable/prohibit), -EINVAL (link-local without
  * scope), -EADDRNOTAVAIL (no usable source) or 0. */
 int ip6_output__route(struct ip_env *env, const struct wire_ipv6_addr *dst, uint32_t oif, struct ip6_route *rt);
+/* The same for a sender with a source of its own (a connection's local address, every segment):
+ * rt->src is src and no source is selected (ctl_tables__route6_from). */
+int ip6_output__route_from(struct ip_env *env, const struct wire_ipv6_addr *src, const struct wire_ipv6_addr *dst,
+                           uint32_t oif, struct ip6_route *rt);
 /* Sends one transport datagram (headers in iov, checksum done over the IPv6 pseudo-header),
  * with a fragment header per RFC 8200 §4.5 when it exceeds the route MTU. 0 or negative errno. */
 int ip6_output__send(struct ip_env *env, const struct ip6_route *rt, const struct ip6_tx *tx,

@@ -20,6 +20,7 @@
 
 #define TCP_HASH_MIN       64              /* 4-tuple buckets at least (power of two); see tcp_shared__bytes */
 #define TCP_LHASH_BUCKETS  256             /* listener buckets, by local port */
+#define TCP_FOLD6_SLOTS    16              /* IPv6 address folds remembered (power of two) */
 #define TCP_SNDBUF_DEFAULT (256 * 1024)    /* fixed default, see docs/COMPLIANCE-tcp.md */
 #define TCP_RCVBUF_DEFAULT (256 * 1024)
 #define TCP_BUF_MIN        4096
@@ -303,6 +304,15 @@ struct tcp_shared {
     uint32_t tw_entered;      /* connections that entered TIME_WAIT so far ... */
     uint32_t tw_full_seen;    /* ... when a full table last found none to recycle (+1; 0 never) */
     slip_idx_t lhash[TCP_LHASH_BUCKETS];
+    /* The last IPv6 addresses tcp6_input folded, direct-mapped by an unkeyed hash of the
+     * address: a segment's two folds (two SipHashes) are otherwise the dearest thing its IPv6
+     * path does beyond IPv4's. An entry holds the whole address, so a remote host that makes
+     * its addresses collide here only evicts (and pays the SipHash again); zeroed, an entry is
+     * `::` with its fold 0, which is right. Read and written under the stack lock. */
+    struct tcp_fold_ent {
+        struct wire_ipv6_addr a;
+        be32 fold;
+    } fold6[TCP_FOLD6_SLOTS];
     /* Slots freed so far (closed, TIME_WAIT ended or recycled) and the last TCP_FREED_RING of
      * them: whoever keeps resources per slot (src/stack: port reservations, steering claims)
      * looks at just these instead of every slot. */

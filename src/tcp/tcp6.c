@@ -22,6 +22,23 @@ be32 tcp6__fold(const struct tcp_shared *sh, const struct wire_ipv6_addr *a)
     return f ? f : 1;
 }
 
+/* tcp6__fold through sh->fold6 (lock held: the entry is written). The slot's hash needs no key:
+ * the entry is checked against the whole address, so a collision costs a SipHash, never a
+ * wrong fold. */
+static be32 fold_cached(struct tcp_shared *sh, const struct wire_ipv6_addr *a)
+{
+    uint64_t w[2];
+    memcpy(w, a, sizeof(w));
+    uint64_t x = w[0] ^ w[1];
+    uint32_t h = (uint32_t)(((x ^ (x >> 32)) * 0x9e3779b97f4a7c15ull) >> 32);
+    struct tcp_fold_ent *e = &sh->fold6[((uint64_t)h * TCP_FOLD6_SLOTS) >> 32];     /* the top bits */
+    if (memcmp(&e->a, a, sizeof(*a)) != 0) {
+        e->fold = tcp6__fold(sh, a);
+        e->a = *a;
+    }
+    return e->fold;
+}
+
 static bool chain_csum6_ok(const struct pkt_pool *p, slip_idx_t i, const struct ip6_rx *rx)
 {
     uint32_t sum = wire_csum_pseudo6(rx->ip.src.b, rx->ip.dst.b, WIRE_IPPROTO_TCP, rx->l4_len);
@@ -52,8 +69,8 @@ void tcp6_input(struct ip_env *env, struct tcp_shared *sh, const struct ip6_rx *
     s.daddr6 = rx->ip.dst;
     s.ifindex = rx->ifindex;
     s.tos = rx->ip.tclass;      /* the ECN field: the low two bits, as in IPv4's TOS (RFC 3168 §5) */
-    s.saddr = tcp6__fold(sh, &s.saddr6);
-    s.daddr = tcp6__fold(sh, &s.daddr6);
+    s.saddr = fold_cached(sh, &s.saddr6);
+    s.daddr = fold_cached(sh, &s.daddr6);
     tcp_input__segment(env, sh, &s, rx->l4_len);
 }
 

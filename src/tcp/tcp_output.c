@@ -75,7 +75,10 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
     struct ip_route rt;
     struct ip6_route rt6;
     bool v6 = c->flags & TCPF_V6;
-    int rc = v6 ? ip6_output__route(env, &c->raddr6, c->scope, &rt6) : ip_output__route(env, c->raddr, &rt);
+    /* Over IPv6 the connection's own address is the source (tcp6__send), so none is selected
+     * (laddr, its fold, is 0 only for ::). */
+    int rc = v6 ? ip6_output__route_from(env, c->laddr ? &c->laddr6 : NULL, &c->raddr6, c->scope, &rt6)
+                : ip_output__route(env, c->raddr, &rt);
     if (rc < 0)
         return rc;
     memset(&r, 0, sizeof(r));

@@ -87,10 +87,13 @@ uint32_t wire_csum_pseudo6(const void *src, const void *dst, uint8_t proto, uint
 {
     /* RFC 8200 §8.1: the 32-bit upper-layer length and the next header in a 32-bit word, both
      * in network order; added as memory like the addresses. */
-    be32 w[2] = { hton32(l4_len), hton32(proto) };
-    uint32_t sum = wire_csum_add(0, src, 16);
-    sum = wire_csum_add(sum, dst, 16);
-    return wire_csum_add(sum, w, sizeof(w));
+    uint64_t a[4];
+    memcpy(&a[0], src, 16);
+    memcpy(&a[2], dst, 16);
+    uint64_t acc = (uint64_t)hton32(l4_len) + hton32(proto);     /* below 2^33: no carry */
+    for (unsigned i = 0; i < 4; i++)
+        acc = csum_add64(acc, a[i]);
+    return csum_fold64(acc);
 }
 
 be16 wire_csum_update16(be16 csum, be16 old_v, be16 new_v)

@@ -215,6 +215,52 @@ TEST(test_route6_local_mtu_types_none)
     free(t);
 }
 
+/* A sender with its own source (a TCP connection, every segment) skips source selection but
+ * must get the same answer otherwise: next hop, device, MTU, type and error, the source being
+ * its own. */
+static void route6_from_same(const struct ctl_tables *t, const char *dst, uint32_t oif)
+{
+    struct ctl_nexthop6 a, b;
+    struct wire_ipv6_addr d = ip6(dst), own = ip6("2001:2::77");
+    int ra = ctl_tables__route6(t, &d, oif, &a), rb = ctl_tables__route6_from(t, &own, &d, oif, &b);
+    CHECK(rb, ==, ra);
+    if (ra != 0 || ra != rb)
+        return;
+    CHECK(b.ifindex, ==, a.ifindex);
+    CHECK(b.mtu, ==, a.mtu);
+    CHECK(b.type, ==, a.type);
+    CHECK_MEM(&b.nexthop, &a.nexthop, 16);
+    if (a.type == RTN_UNICAST)
+        CHECK_ADDR(b.src, "2001:2::77");
+    /* NULL: ctl_tables__route6 itself */
+    CHECK(ctl_tables__route6_from(t, NULL, &d, oif, &b), ==, ra);
+    CHECK_MEM(&b, &a, sizeof(a));
+}
+
+TEST(test_route6_from_given_source)
+{
+    struct ctl_tables *t = host();
+    static const char *dsts[] = { "2001:2::1", "2001:db8:99::1", "2001:db8:5::1", "fe80::1", "2001:db8:5::2" };
+    for (unsigned i = 0; i < SLIP_ARRAY_SIZE(dsts); i++)
+        for (uint32_t oif = 0; oif <= 3; oif++)
+            route6_from_same(t, dsts[i], oif);
+    /* fe80::3 tentative: a global address still serves a link-local peer on link 3 (rule 2 only
+     * ranks), in both. Then nothing usable anywhere: -EADDRNOTAVAIL from both. */
+    for (uint32_t i = 0; i < t->naddrs6; i++)
+        if (t->addrs6[i].ifindex == 3 && wire_ipv6__is_link_local(&t->addrs6[i].addr))
+            t->addrs6[i].flags |= IFA_F_TENTATIVE;
+    route6_from_same(t, "fe80::1", 3);
+    struct ctl_nexthop6 nh;
+    struct wire_ipv6_addr d, own = ip6("fe80::3");
+    for (uint32_t i = 0; i < t->naddrs6; i++)
+        t->addrs6[i].flags |= IFA_F_TENTATIVE;
+    for (unsigned i = 0; i < 3; i++)
+        route6_from_same(t, dsts[i], 0);
+    d = ip6("2001:2::1");
+    CHECK(ctl_tables__route6_from(t, &own, &d, 0, &nh), ==, -EADDRNOTAVAIL);
+    free(t);
+}
+
 TEST(test_select_src6_rules)
 {
     struct ctl_tables *t = host();

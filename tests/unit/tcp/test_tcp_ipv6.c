@@ -445,4 +445,39 @@ TEST(test_tcp6_icmpv6_errors)
     fini(&h, sh);
 }
 
+/* tcp6_input keeps the last folds in a small direct-mapped cache (sh->fold6): with more peers
+ * than slots, evictions and returns, every connection still has the fold of its own addresses
+ * and every cached entry is the fold of the address it holds. */
+TEST(test_tcp6_fold_cache_many_peers)
+{
+    struct harness h;
+    h6_init(&h);
+    struct tcp_shared *sh = t_new_shared(256);
+    int l = tcp_conn__open(sh);
+    struct wire_ipv6_addr any = { 0 };
+    CHECK(tcp_conn__listen6(sh, (slip_idx_t)l, &any, 0, false, 80, 128), ==, 0);
+    struct wire_ipv6_addr u = a6(U6);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 3 * TCP_FOLD6_SLOTS; i++) {
+            char src[64];
+            snprintf(src, sizeof(src), "2001:2::%x:%x", 0x100 + i, round);
+            struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 65535,
+                                .opts = t_synopts(1440, 7, true, false, 0) };
+            feed6(&h, sh, &syn, src, U6);
+            h_free_sent(&h);
+            struct wire_ipv6_addr p = a6(src);
+            slip_idx_t c = tcp__lookup6(sh, &u, 80, &p, 5555);
+            CHECK(c, !=, SLIP_NIL);
+            if (c == SLIP_NIL)
+                continue;
+            CHECK(tcp_conn__get(sh, c)->raddr, ==, tcp6__fold(sh, &p));
+            CHECK(tcp_conn__get(sh, c)->laddr, ==, tcp6__fold(sh, &u));
+        }
+    }
+    for (unsigned k = 0; k < TCP_FOLD6_SLOTS; k++)
+        CHECK(sh->fold6[k].fold, ==, tcp6__fold(sh, &sh->fold6[k].a));
+    tcp_conn__close(&h.env, sh, (slip_idx_t)l);
+    fini(&h, sh);
+}
+
 TEST_MAIN()
