@@ -98,7 +98,7 @@ int tcp_res_claim(struct slip_stack *s, struct tcp_res *r)
     struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
     int rc = 0;
     unsigned sock = (unsigned)((const struct tcp_side *)(const void *)r - s->t.ts);
-    if (r->key == 1 && sock < s->t.max_conns && (s->tcp->conns[sock].flags & TCPF_REUSEPORT)) {
+    if (r->key == 1 && sock < s->t.max_conns && tcp_conn__reuseport(s->tcp, (slip_idx_t)sock)) {
         slip_lock__acquire(&s->group->claim_lock);
         rc = tcp_res_group(s, r, GROUP_JOIN);
         slip_lock__release(&s->group->claim_lock);
@@ -180,9 +180,12 @@ void tcp_res_release(struct slip_stack *s, struct tcp_res *r)
 /* True when the engine no longer holds the connection these resources belong to. */
 bool tcp_res_done(struct slip_stack *s, unsigned i)
 {
-    const struct tcp_conn *c = &s->tcp->conns[i];
     const struct tcp_res *r = &s->t.ts[i].res;
-    return c->state == TCPS_CLOSED || c->lport != r->lport || c->rport != r->rport || c->raddr != r->raddr;
+    be32 la, ra;
+    uint16_t lp, rp;
+    tcp_conn__local(s->tcp, (slip_idx_t)i, &la, &lp);
+    tcp_conn__remote(s->tcp, (slip_idx_t)i, &ra, &rp);
+    return tcp_conn__state(s->tcp, (slip_idx_t)i) == TCPS_CLOSED || lp != r->lport || rp != r->rport || ra != r->raddr;
 }
 
 /* Lock held. A pending connection's resources go when the engine frees its slot: only the
@@ -304,10 +307,12 @@ bool slip_tcp__port_busy(struct slip_stack *s, be32 addr, uint16_t port)
 {
     bool busy = false;
     stack_lock(s);
-    for (uint32_t i = 0; i < s->tcp->high_water && !busy; i++) {
-        const struct tcp_conn *c = &s->tcp->conns[i];
-        busy = c->state != TCPS_CLOSED && c->state != TCPS_LISTEN && c->lport == port &&
-               (c->laddr == addr || !addr || !c->laddr);
+    for (uint32_t i = 0; i < tcp_shared__high(s->tcp) && !busy; i++) {
+        uint8_t st = tcp_conn__state(s->tcp, (slip_idx_t)i);
+        be32 la;
+        uint16_t lp;
+        tcp_conn__local(s->tcp, (slip_idx_t)i, &la, &lp);
+        busy = st != TCPS_CLOSED && st != TCPS_LISTEN && lp == port && (la == addr || !addr || !la);
     }
     stack_unlock(s);
     return busy;

@@ -23,14 +23,11 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
     int vals[NCOPIED];
     bool have[NCOPIED];
     stack_lock(from);
-    const struct tcp_conn *c = &from->tcp->conns[fsock];
+    struct tcp_listen_params lp;
+    tcp_conn__listen_params(from->tcp, (slip_idx_t)fsock, &lp);
     const struct tcp_res *r = &from->t.ts[fsock].res;
-    bool ok = (c->flags & TCPF_USER) && c->state == TCPS_LISTEN && (c->flags & TCPF_REUSEPORT) && r->key == 1;
-    bool v6 = (c->flags & TCPF_V6) != 0, v6only = c->v6only;
-    struct wire_ipv6_addr laddr6 = c->laddr6;
-    uint32_t scope = c->scope, backlog = c->backlog;
-    be32 laddr = c->laddr;
-    uint16_t lport = c->lport;
+    bool ok = tcp_conn__user(from->tcp, (slip_idx_t)fsock) && lp.listening &&
+              tcp_conn__reuseport(from->tcp, (slip_idx_t)fsock) && r->key == 1;
     /* Parked only when the parent's listener stays open (another process holds it) and no
      * process of that stack uses a listener on this key. */
     bool park = ok && from->t.ts[fsock].refs > 1;
@@ -48,8 +45,8 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
          * MSS decide, as for the parent's own connections). Copying the 536 made every
          * connection of a worker's stack send 524-byte segments. */
         if (copied_opts[i] == TCPO_MAXSEG) {
-            vals[i] = c->user_mss;
-            have[i] = c->user_mss != 0;
+            vals[i] = lp.user_mss;
+            have[i] = lp.user_mss != 0;
         }
     }
     stack_unlock(from);
@@ -69,8 +66,8 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
     stack_unlock(to);
     if (!listen)
         return sock;
-    int rc = v6 ? slip_tcp6__listen_kfd(to, sock, &laddr6, scope, v6only, (int)backlog, app_kfd)
-                : slip_tcp__listen_kfd(to, sock, laddr, lport, (int)backlog, app_kfd);
+    int rc = lp.v6 ? slip_tcp6__listen_kfd(to, sock, &lp.laddr6, lp.scope, lp.v6only, (int)lp.backlog, app_kfd)
+                   : slip_tcp__listen_kfd(to, sock, lp.laddr, lp.lport, (int)lp.backlog, app_kfd);
     if (rc < 0) {
         slip_tcp__close(to, sock);
         return rc;
@@ -83,7 +80,7 @@ void slip_tcp__listener_used(struct slip_stack *s, int sock)
     if (sock < 0 || (uint32_t)sock >= s->t.max_conns)
         return;
     stack_lock(s);
-    if (s->tcp->conns[sock].state == TCPS_LISTEN)
+    if (tcp_conn__state(s->tcp, (slip_idx_t)sock) == TCPS_LISTEN)
         tcp_res_used(s, &s->t.ts[sock].res);
     stack_unlock(s);
 }

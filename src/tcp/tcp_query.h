@@ -84,6 +84,35 @@ static inline void tcp_conn__remote(const struct tcp_shared *sh, slip_idx_t c, b
     *port = sh->conns[c].rport;
 }
 
+/* SO_REUSEPORT was set on it. */
+static inline bool tcp_conn__reuseport(const struct tcp_shared *sh, slip_idx_t c)
+{
+    return (sh->conns[c].flags & TCPF_REUSEPORT) != 0;
+}
+
+/* What a copy of a listener needs (src/stack/sock_worker.c): its names, IPV6_V6ONLY, backlog and
+ * the TCP_MAXSEG set on it (0: none; TCPO_MAXSEG reads back 536 then, as Linux). */
+struct tcp_listen_params {
+    bool listening, v6, v6only;
+    be32 laddr;
+    uint16_t lport, user_mss;
+    struct wire_ipv6_addr laddr6;
+    uint32_t scope, backlog;
+};
+static inline void tcp_conn__listen_params(const struct tcp_shared *sh, slip_idx_t c, struct tcp_listen_params *p)
+{
+    const struct tcp_conn *k = &sh->conns[c];
+    p->listening = k->state == TCPS_LISTEN;
+    p->v6 = (k->flags & TCPF_V6) != 0;
+    p->v6only = k->v6only != 0;
+    p->laddr = k->laddr;
+    p->lport = k->lport;
+    p->user_mss = k->user_mss;
+    p->laddr6 = k->laddr6;
+    p->scope = k->scope;
+    p->backlog = k->backlog;
+}
+
 /* Slots [0, high) were ever used: a scan over the connections stops there. */
 static inline uint32_t tcp_shared__high(const struct tcp_shared *sh)
 {
