@@ -31,6 +31,7 @@ struct ctl_tables;
 #define IP_PMTU_EXPIRES     (600 * SLIP_SEC)   /* Linux mtu_expires */
 #define IP_MIN_MTU          552                /* Linux min_pmtu: below it we keep 552 */
 #define IP_DEFAULT_TTL      64
+#define IP_TX_KICK_EVERY    64                 /* a long burst is kicked this often as it is built */
 /* IPv6 (ip6.h): its own neighbour waits and path-MTU cache; reassembly shares the slots above. */
 #define IP6_NEIGH_SLOTS     32
 #define IP6_PMTU_SLOTS      128
@@ -138,10 +139,12 @@ struct ip_shared {
 };
 
 /* One interface's transmit queue: the device its frames go to (each at once, kicked by
- * ip_output__flush()). Nothing is held here: see ip_output.c's xmit. */
+ * ip_output__flush(), and every IP_TX_KICK_EVERY frames of a long burst). No frame is held here:
+ * see ip_output.c's xmit; unkicked only paces the kicks. */
 struct ip_txq {
     struct netdev *dev;
     uint32_t ifindex;
+    unsigned unkicked;
 };
 
 /* Per-call context, process-local. */

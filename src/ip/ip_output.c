@@ -64,6 +64,10 @@ static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
         pkt__free_chain(env->pool, pkt);
         return;
     }
+    if (q->unkicked >= IP_TX_KICK_EVERY) {
+        netdev__kick(q->dev);   /* the peer starts on a long burst while the rest is built */
+        q->unkicked = 0;
+    }
     const struct pkt_meta *m = pkt__meta(env->pool, pkt);
     struct netdev_frame f = { .addr = pkt__addr(env->pool, pkt) + m->off, .len = m->len };
     if (!netdev__tx_enqueue(q->dev, &f, 1)) {
@@ -77,6 +81,7 @@ static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
         }
     }
     env->sh->c.tx_frames++;
+    q->unkicked++;
 }
 
 /* The IPv6 half's way in; IPv4 keeps calling the static one, which the compiler inlines. */
@@ -88,8 +93,10 @@ void ip_output__xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
 void ip_output__flush(struct ip_env *env)
 {
     for (unsigned i = 0; i < env->ntxq; i++)
-        if (env->txq[i].dev)
+        if (env->txq[i].dev) {
             netdev__kick(env->txq[i].dev);
+            env->txq[i].unkicked = 0;
+        }
 }
 
 uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
@@ -99,6 +106,7 @@ uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
         struct ip_txq *q = &env->txq[i];
         if (!q->dev)
             continue;
+        q->unkicked = 0;        /* the cadence the batch had: 64 frames after each push */
         uint32_t n = netdev__tx_queued(q->dev);
         if (n >= kick_at) {
             netdev__kick(q->dev);
