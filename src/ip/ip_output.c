@@ -1,7 +1,6 @@
 /* IPv4 output: route lookup through the mirrored kernel tables, header building, fragmentation to
  * the path MTU, neighbour resolution by the kernel (frames wait in a small per-neighbour queue
  * meanwhile), and frames queued on their device (netdev.h) until the kick of ip_output__flush(). */
-#include "base/log.h"
 #include "ip/ip.h"
 #include "ip/ip_int.h"
 
@@ -50,8 +49,9 @@ static struct ip_txq *txq_for(struct ip_env *env, uint32_t ifindex)
     return NULL;
 }
 
-/* Hands one complete frame (Ethernet header filled) to its device's TX queue at once, without a
- * kick: the kick (ip_output__flush, ip_output__push, a poll) comes once per batch of sends. The
+/* Hands one complete frame (Ethernet header filled) to its device's TX queue at once; the kick
+ * (ip_output__flush, ip_output__push, a poll) comes once per batch of sends, and every
+ * IP_TX_KICK_EVERY frames of a long burst. The
  * queue is the AF_XDP socket's TX ring, which outlives the process and which any process of the
  * stack (the guardian too) kicks: a process killed inside the stack lock leaves what it built
  * there, sent by the next kick. (A batch kept in this process's memory until the flush, as
