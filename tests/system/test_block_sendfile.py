@@ -330,7 +330,7 @@ def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, d
         print("frames missing:", missing, c)
         # What a kill can still lose (docs/ARCHITECTURE.md, "sendfile into frames"): the one frame
         # in its hands, a segment's being built or one between the cache and a loan's chain (the
-        # 12 kills lost 0 to 4 in the runs made); the windows that could lose more are a few
+        # 12 kills lost 0 to 5 in the runs made); the windows that could lose more are a few
         # instructions long. The leaks this guards lost 17 to 64 frames at a time (61 to 160 a
         # run on the code before).
         kills = 4 * 3
