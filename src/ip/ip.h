@@ -31,7 +31,7 @@ struct ctl_tables;
 #define IP_PMTU_EXPIRES     (600 * SLIP_SEC)   /* Linux mtu_expires */
 #define IP_MIN_MTU          552                /* Linux min_pmtu: below it we keep 552 */
 #define IP_DEFAULT_TTL      64
-#define IP_TX_BATCH         64
+#define IP_TX_KICK_EVERY    64                 /* a long burst is kicked this often as it is built */
 /* IPv6 (ip6.h): its own neighbour waits and path-MTU cache; reassembly shares the slots above. */
 #define IP6_NEIGH_SLOTS     32
 #define IP6_PMTU_SLOTS      128
@@ -138,12 +138,13 @@ struct ip_shared {
     struct ip6_pmtu_entry pmtu6[IP6_PMTU_SLOTS];
 };
 
-/* One transmit queue: a device and the frames batched for it until ip_output__flush(). */
+/* One interface's transmit queue: the device its frames go to (each at once, kicked by
+ * ip_output__flush(), and every IP_TX_KICK_EVERY frames of a long burst). No frame is held here:
+ * see ip_output.c's xmit; unkicked only paces the kicks. */
 struct ip_txq {
     struct netdev *dev;
     uint32_t ifindex;
-    unsigned n;
-    struct netdev_frame f[IP_TX_BATCH];
+    unsigned unkicked;
 };
 
 /* Per-call context, process-local. */
@@ -220,11 +221,10 @@ int ip_output__route(struct ip_env *env, be32 dst, struct ip_route *rt);
  * Returns 0 or negative errno (-ENOBUFS when out of frames). */
 int ip_output__send(struct ip_env *env, const struct ip_route *rt, const struct ip_tx *tx,
                     const struct iovec *iov, int iovcnt);
-/* Pushes batched frames to their devices and kicks them. */
+/* Kicks every device: the frames queued on it go out. */
 void ip_output__flush(struct ip_env *env);
-/* Pushes batched frames to their devices' TX queues but kicks only a device that already holds
- * kick_at frames or more: the caller kicks later (ip_output__flush, or a poll). Returns the
- * frames left queued unkicked. */
+/* Kicks only a device that already holds kick_at queued frames or more: the caller kicks later
+ * (ip_output__flush, or a poll). Returns the frames left queued unkicked. */
 uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at);
 /* Releases datagrams whose neighbour got resolved, re-asks the kernel, drops the hopeless.
  * Returns the next deadline. */

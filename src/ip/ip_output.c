@@ -1,6 +1,6 @@
 /* IPv4 output: route lookup through the mirrored kernel tables, header building, fragmentation to
  * the path MTU, neighbour resolution by the kernel (frames wait in a small per-neighbour queue
- * meanwhile), and batching of frames per device (netdev.h) until ip_output__flush(). */
+ * meanwhile), and frames queued on their device (netdev.h) until the kick of ip_output__flush(). */
 #include "ip/ip.h"
 #include "ip/ip_int.h"
 
@@ -49,37 +49,13 @@ static struct ip_txq *txq_for(struct ip_env *env, uint32_t ifindex)
     return NULL;
 }
 
-/* Moves q's frames to its device's TX queue; kicks when kick or when the queue is full. */
-static void txq_push(struct ip_env *env, struct ip_txq *q, bool kick)
-{
-    if (!q->n) {
-        if (kick && q->dev)
-            netdev__kick(q->dev);       /* frames an earlier push left unkicked */
-        return;
-    }
-    unsigned sent = netdev__tx_enqueue(q->dev, q->f, q->n);
-    if (sent < q->n) {
-        /* TX ring full even after draining: drop the rest, as a full NIC queue would. */
-        netdev__kick(q->dev);
-        unsigned more = netdev__tx_enqueue(q->dev, q->f + sent, q->n - sent);
-        for (unsigned i = sent + more; i < q->n; i++) {
-            env->sh->c.tx_port_full++;
-            xsk_frame_pool__put(env->pool->frames, env->pool->nframes, q->f[i].addr);
-        }
-        sent += more;
-    }
-    env->sh->c.tx_frames += sent;
-    q->n = 0;
-    if (kick)
-        netdev__kick(q->dev);
-}
-
-static void txq_flush(struct ip_env *env, struct ip_txq *q)
-{
-    txq_push(env, q, true);
-}
-
-/* Hands one complete frame (Ethernet header filled) to its device's batch. */
+/* Hands one complete frame (Ethernet header filled) to its device's TX queue at once; the kick
+ * (ip_output__flush, ip_output__push, a poll) comes once per batch of sends, and every
+ * IP_TX_KICK_EVERY frames of a long burst. The
+ * queue is the AF_XDP socket's TX ring, which outlives the process and which any process of the
+ * stack (the guardian too) kicks: a process killed inside the stack lock leaves what it built
+ * there, sent by the next kick. (A batch kept in this process's memory until the flush, as
+ * before, was lost with it: up to a congestion window's worth of frames of the group.) */
 static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
 {
     struct ip_txq *q = txq_for(env, ifindex);
@@ -88,15 +64,24 @@ static void xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
         pkt__free_chain(env->pool, pkt);
         return;
     }
-    if (q->n == IP_TX_BATCH)
-        txq_flush(env, q);
+    if (q->unkicked >= IP_TX_KICK_EVERY) {
+        netdev__kick(q->dev);   /* the peer starts on a long burst while the rest is built */
+        q->unkicked = 0;
+    }
     const struct pkt_meta *m = pkt__meta(env->pool, pkt);
-    q->f[q->n].addr = pkt__addr(env->pool, pkt) + m->off;
-    q->f[q->n].len = m->len;
-    q->f[q->n].pad_ = 0;
-    q->n++;
-    if (SLIP_UNLIKELY(q->dev->flags & NETDEV_F_NOBATCH))
-        txq_push(env, q, false);
+    struct netdev_frame f = { .addr = pkt__addr(env->pool, pkt) + m->off, .len = m->len };
+    if (!netdev__tx_enqueue(q->dev, &f, 1)) {
+        /* TX ring full: a kick drains it (copy mode sends inside it, and it reaps completions);
+         * still full, the frame is dropped, as a full NIC queue would. */
+        netdev__kick(q->dev);
+        if (!netdev__tx_enqueue(q->dev, &f, 1)) {
+            env->sh->c.tx_port_full++;
+            xsk_frame_pool__put(env->pool->frames, env->pool->nframes, f.addr);
+            return;
+        }
+    }
+    env->sh->c.tx_frames++;
+    q->unkicked++;
 }
 
 /* The IPv6 half's way in; IPv4 keeps calling the static one, which the compiler inlines. */
@@ -108,7 +93,10 @@ void ip_output__xmit(struct ip_env *env, uint32_t ifindex, slip_idx_t pkt)
 void ip_output__flush(struct ip_env *env)
 {
     for (unsigned i = 0; i < env->ntxq; i++)
-        txq_flush(env, &env->txq[i]);
+        if (env->txq[i].dev) {
+            netdev__kick(env->txq[i].dev);
+            env->txq[i].unkicked = 0;
+        }
 }
 
 uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
@@ -118,7 +106,7 @@ uint32_t ip_output__push(struct ip_env *env, uint32_t kick_at)
         struct ip_txq *q = &env->txq[i];
         if (!q->dev)
             continue;
-        txq_push(env, q, false);
+        q->unkicked = 0;        /* the cadence the batch had: 64 frames after each push */
         uint32_t n = netdev__tx_queued(q->dev);
         if (n >= kick_at) {
             netdev__kick(q->dev);

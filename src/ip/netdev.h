@@ -36,14 +36,9 @@ struct netdev_ops {
     slip_time_t (*deadline)(const struct netdev *d);
 };
 
-/* xmit hands each frame on at once instead of batching it until the flush (unit tests, which
- * look at each frame as it is sent). */
-#define NETDEV_F_NOBATCH 1u
-
 struct netdev {
     const struct netdev_ops *ops;
     uint32_t ifindex;
-    uint32_t flags;
 };
 
 static inline unsigned netdev__rx_burst(struct netdev *d, struct netdev_frame *f, unsigned max)

@@ -183,7 +183,7 @@ void fault_dev__init(struct fault_dev *d, struct netdev *lower, const struct fau
                      const slip_time_t *now)
 {
     memset(d, 0, sizeof(*d));
-    d->dev = (struct netdev){ .ops = &fault_dev_ops, .ifindex = lower->ifindex, .flags = lower->flags };
+    d->dev = (struct netdev){ .ops = &fault_dev_ops, .ifindex = lower->ifindex };
     d->lower = lower;
     d->pool = pool;
     d->now = now;

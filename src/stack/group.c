@@ -51,6 +51,11 @@ static uint32_t group_refill(struct pkt_pool *p, uint32_t want)
 {
     struct slip_stack *s = p->owner;
     slip_lock__acquire(&s->group->pool_lock);
+    if (__atomic_load_n(&s->shm->cache_closed, __ATOMIC_RELAXED)) {
+        /* Closed by the guardian: frames taken now would go nowhere when this process ends. */
+        slip_lock__release(&s->group->pool_lock);
+        return 0;
+    }
     uint32_t n = move_frames(group_pool(s), p->frames, want, p->nframes);
     s->group->refills++;
     if (n < want)
@@ -91,9 +96,17 @@ void group_return_all(struct slip_stack *s)
         pkt_queue__purge(&s->pool, &s->udp->socks[i].rcvq);
     if (s->ip)
         ip_shared__purge(&s->env);
+    /* Closed and emptied under one hold of the pool lock: a process of the stack still in its
+     * exit path (its slot already free, so the stack looked orphaned) refilled the cache after
+     * the guardian emptied it, and a whole refill (5,760 frames) left with the stack. */
+    slip_lock__acquire(&s->group->pool_lock);
+    __atomic_store_n(&s->shm->cache_closed, 1, __ATOMIC_RELAXED);
     uint32_t have = s->pool.frames->count;
-    if (have && have <= s->pool.nframes)
-        group_spill(s, have);
+    if (have && have <= s->pool.nframes) {
+        move_frames(s->pool.frames, group_pool(s), have, s->pool.nframes);
+        s->group->spills++;
+    }
+    slip_lock__release(&s->group->pool_lock);
 }
 
 void group_wire(struct slip_stack *s)

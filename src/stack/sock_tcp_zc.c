@@ -85,6 +85,10 @@ ssize_t slip_tcp__zc_reserve(struct slip_stack *s, int sock, size_t skip, size_t
         unsigned n = (unsigned)SLIP_MIN((skip + bytes + fs - 1) / fs, (size_t)SLIP_TCP_ZC_MAX);
         if (!pkt__reserve(&s->pool, n))
             n = SLIP_MIN(n, s->pool.frames->count);
+        /* The loan is in the process's slot from its first frame on, and each frame joins its
+         * chain as soon as it leaves the cache: a holder killed in this loop leaves nothing
+         * behind but, at worst, the one frame between those two stores. */
+        struct slip_proc *p = &s->shm->procs.p[s->proc];
         slip_idx_t prev = SLIP_NIL;
         for (unsigned k = 0; k < n; k++) {
             slip_idx_t f = pkt__alloc(&s->pool);
@@ -94,8 +98,13 @@ ssize_t slip_tcp__zc_reserve(struct slip_stack *s, int sock, size_t skip, size_t
             m->off = 0;
             m->len = 0;
             m->chain = SLIP_NIL;
-            if (prev != SLIP_NIL)
-                pkt__meta(&s->pool, prev)->chain = f;
+            /* Release stores: whoever frees a dead holder's loan must never walk a stale link. */
+            if (prev != SLIP_NIL) {
+                __atomic_store_n(&pkt__meta(&s->pool, prev)->chain, f, __ATOMIC_RELEASE);
+            } else {
+                m->next = p->lent ? p->lent - 1 : SLIP_NIL;
+                __atomic_store_n(&p->lent, f + 1, __ATOMIC_RELEASE);
+            }
             prev = f;
             z->idx[z->n] = f;
             z->iov[z->n].iov_base = pkt__frame(&s->pool, f);
@@ -105,9 +114,6 @@ ssize_t slip_tcp__zc_reserve(struct slip_stack *s, int sock, size_t skip, size_t
         if (z->n == 0) {
             rc = -ENOBUFS;
         } else {
-            struct slip_proc *p = &s->shm->procs.p[s->proc];
-            pkt__meta(&s->pool, z->idx[0])->next = p->lent ? p->lent - 1 : SLIP_NIL;
-            p->lent = z->idx[0] + 1;
             rc = (ssize_t)SLIP_MIN(bytes, (size_t)z->n * fs - skip);
         }
     }

@@ -14,9 +14,9 @@ void pid_refresh(void)
 /* The stacks this process has open or attached. */
 static struct slip_stack *g_stacks[4];
 
-/* In a fork child: frames another thread of the parent had batched for transmission (the
- * process-local TX batch, the fault injector's held frames) are the parent's, who sends or frees
- * them; a copy here would send them again later and free them twice. */
+/* In a fork child: frames the parent's fault injector holds back are the parent's, who delivers
+ * or frees them; a copy here would deliver them again later and free them twice. (Frames built
+ * for transmission go straight onto the shared TX ring: nothing of them is process-local.) */
 static void atfork_child(void)
 {
     pid_refresh();
@@ -24,8 +24,6 @@ static void atfork_child(void)
         struct slip_stack *s = g_stacks[k];
         if (!s)
             continue;
-        for (unsigned i = 0; i < SLIP_MAX_IFACES; i++)
-            s->txq[i].n = 0;
         devices_forget(s);
         s->accept_sleepers = 0;     /* the parent's sleeping threads are not the child's */
         /* The bell is named after the pid: the child needs its own (the parent keeps its). */
@@ -517,10 +515,6 @@ void slip_stack__close(struct slip_stack *s)
         tcp_zc_release_all(s);  /* frames lent to processes that died holding them */
     if (s->tcp && s->pool.frames)
         tcp_shared__purge(s->tcp, &s->pool);
-    /* The guardian closes a stack whose processes are all gone: its cached frames go back to
-     * the group, which other stacks may still use. */
-    if (s->guard && s->group && s->pool.frames)
-        group_return_all(s);
     if (s->epfd >= 0)
         close(s->epfd);
     doorbell_close(s);
@@ -534,6 +528,14 @@ void slip_stack__close(struct slip_stack *s)
             if (f->ports[q])
                 xsk_port__destroy(f->ports[q]);
     }
+    /* The guardian closes a stack whose processes are all gone: its cached frames go back to
+     * the group, which other stacks may still use. Only once its sockets are closed: closing a
+     * port reaps the completions and received frames the kernel returned meanwhile into this
+     * cache (a stream killed at full speed has a few dozen in flight), and a cache given back
+     * before that lost them with the stack's memory. Whatever the kernel completes later goes to
+     * the queue's shared completion ring, which the other stacks reap. */
+    if (s->guard && s->group && s->pool.frames)
+        group_return_all(s);
     if (s->umem)
         xsk_umem_area__destroy(s->umem);
     if (s->ctl)

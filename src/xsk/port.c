@@ -626,10 +626,10 @@ unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, 
     return take;
 }
 
-/* The ring entries are released before their frames go back to the pool: a process that dies
- * in between (killed inside the stack; another process then takes the lock over) leaks those
- * frames, where the other order would let the survivor free them a second time and hand one
- * frame to two users. */
+/* Each ring entry is released before its frame goes back to the pool: a process that dies in
+ * between (killed inside the stack; another process then takes the lock over) leaks that frame,
+ * where the other order would let the survivor free it a second time and hand one frame to two
+ * users. */
 void xsk_port__complete(struct xsk_port *p)
 {
     struct xsk_frame_pool *pool = p->u->pool;
@@ -647,9 +647,12 @@ void xsk_port__complete(struct xsk_port *p)
             break;
         for (uint32_t i = 0; i < n; i++)
             addrs[i] = *xsk_ring_cons__comp_addr(p->comp, idx + i);
-        xsk_ring_cons__release(p->comp, n);
-        for (uint32_t i = 0; i < n; i++)
+        /* One entry at a time: a reaper killed here loses at most the frame between its entry's
+         * release and its put, where a release of the whole batch first lost up to 256. */
+        for (uint32_t i = 0; i < n; i++) {
+            xsk_ring_cons__release(p->comp, 1);
             xsk_frame_pool__put(pool, p->u->cfg.nframes, addrs[i]);
+        }
         if (n < SLIP_ARRAY_SIZE(addrs))
             break;
     }

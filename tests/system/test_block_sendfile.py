@@ -243,3 +243,101 @@ def test_sendfile_file_offset_and_write_only_fd(testbed, build_dir, docroot, wor
     assert res == {"wronly": "EBADF", "sent": len(want), "offset": len(data["odd"])}, res
     sent = sum(int(m.group(1)) for m in re.finditer(r"sendfile_bytes (\d+)", text))
     assert sent == len(want), text[-2000:]
+
+
+SINK = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+while s.recv(1 << 20):
+    pass
+"""
+
+
+def group_missing(b, exe):
+    """Frames of the UMEM neither free (a stack's cache or the group pool) nor posted to the fill
+    ring, as the keeper's stack (index 0) sees them; None while `slipstream stat` cannot say (a
+    stack of the group is being closed by its guardian)."""
+    st = b.run([str(exe), "stat", "--iface", "veth0"], timeout=30)
+    c, cur = {}, None
+    for line in st.stdout.splitlines():
+        if line.startswith("stack "):
+            cur = dict(f.split("=", 1) for f in line.split()[2:]).get("index")
+        elif cur == "0" and line.startswith("pool."):
+            k, v = line.split()[:2]
+            c[k] = int(v)
+    if not {"pool.frames", "pool.free", "pool.fill_posted"} <= set(c):
+        return None, st.stdout + st.stderr
+    return c["pool.frames"] - c["pool.free"] - c["pool.fill_posted"], c
+
+
+def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, docroot, tmp_path):
+    """Programs killed (SIGKILL) while they stream a file by sendfile into lent frames lose no
+    frame of the UMEM their stacks share with an echo server's: not the loan they hold (whoever
+    reaps their process slot, or the guardian, frees it), not the segments they were building
+    when killed inside the stack lock (those go straight onto the TX ring, which the guardian
+    kicks; a batch kept in the process until the kick lost up to 64 frames, about one kill in
+    ten), not the completions and received frames the guardian reaps while it closes their
+    sockets (given back to the group only after that now; before, 17-191 frames a run were lost
+    with the stack's memory). Three programs at a time, one reading with O_DIRECT and two from
+    the page cache, killed together at a random moment, four times; then every frame of the UMEM
+    is free or posted to the fill ring (but for the few instructions' windows the assertion
+    names), and the echo server still serves."""
+    import random
+    import signal
+    import time
+    from test_apps import APPS, PY, start, stop, wait_listening
+    from test_share import echo_round
+    a, b = testbed.host("a"), testbed.host("b")
+    root, data = docroot
+    exe = build_dir / "slipstream"
+    slip = lambda cmd: [str(exe), "run", "--block", "--iface", "veth0", "--", *cmd]  # noqa: E731
+    app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "sendfile_forever.py")
+    keeper = start(b, [str(exe), "run", "--iface", "veth0", "--", PY, os.path.join(APPS, "asyncio_echo.py"),
+                       "0.0.0.0", "7301"], str(tmp_path / "k.log"))
+    victims = []
+    try:
+        wait_listening(b, 7301, proc=keeper, log=str(tmp_path / "k.log"))
+        for rnd in range(4):
+            group, sinks = [], []
+            for i in range(3):
+                port, log = 9100 + 3 * rnd + i, str(tmp_path / f"v{rnd}-{i}.log")
+                how = [os.path.join(root, "big")] if i == 0 else [os.path.join(root, "hot"), "cached"]
+                v = start(b, slip([PY, app, str(port), *how]), log)
+                victims.append(v)
+                group.append(v)
+                wait_listening(b, port, proc=v, log=log)
+                sinks.append(a.popen([PY, "-c", SINK, B_ADDR, str(port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL))
+            time.sleep(0.4 + random.random() * 0.6)
+            c, text = block_counters(exe)
+            assert c["sendfile_bytes"] > 0 and c["sendfile_cached_reads"] > 0, text
+            for v in group:
+                os.killpg(v.pid, signal.SIGKILL)
+            for v in group:
+                v.wait(timeout=10)
+            for s in sinks:
+                s.kill()
+                s.wait()
+        echo_round(a, 7301, conns=5, msgs=5)        # the keeper still serves
+        # Once the guardians have closed the dead stacks, every frame is back (one guardian takes
+        # about 0.3 s to see its stack orphaned, then closes it).
+        deadline = time.monotonic() + 15
+        while True:
+            missing, c = group_missing(b, exe)
+            if missing == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        print("frames missing:", missing, c)
+        # What a kill can still lose (docs/ARCHITECTURE.md, "sendfile into frames"): the one frame
+        # in its hands, a segment's being built or one between the cache and a loan's chain (the
+        # 12 kills lost 0 to 5 in the runs made); the windows that could lose more are a few
+        # instructions long. The leaks this guards lost 17 to 64 frames at a time (61 to 160 a
+        # run on the code before).
+        kills = 4 * 3
+        assert missing is not None and missing <= kills, c
+    finally:
+        for v in victims:
+            if v.poll() is None:
+                os.killpg(v.pid, signal.SIGKILL)
+                v.wait()
+        stop(keeper)

@@ -26,7 +26,7 @@
 
 struct harness;
 
-/* The transmit side of the harness: a device that takes each frame at once (NETDEV_F_NOBATCH). */
+/* The transmit side of the harness: a device that takes each frame as ip/ hands it over. */
 struct h_capdev {
     struct netdev dev;
     struct harness *h;
@@ -160,7 +160,7 @@ static inline void harness_init(struct harness *h)
     h->env.sh = h->ip;
     h->env.ctl_t = h->t;
     h->env.now = 1000 * SLIP_SEC;
-    h->cap = (struct h_capdev){ .dev = { .ops = &h_cap_ops, .ifindex = H_IFINDEX, .flags = NETDEV_F_NOBATCH }, .h = h };
+    h->cap = (struct h_capdev){ .dev = { .ops = &h_cap_ops, .ifindex = H_IFINDEX }, .h = h };
     h->txq.dev = &h->cap.dev;
     h->txq.ifindex = H_IFINDEX;
     h->env.txq = &h->txq;
