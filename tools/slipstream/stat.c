@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "block/blk.h"
 #include "stack/share.h"
@@ -106,6 +107,15 @@ int cmd_stat(int argc, char **argv)
         struct slip_stack *s = NULL;
         err[0] = 0;
         int rc = slip_share__join(&s, name, err, sizeof(err));
+        /* A stack whose guardian is closing it holds its name until the end and answers no
+         * more: it is going, not broken. Asked again a few times over a second, a stack that is
+         * gone by then is left out like one that was never there. */
+        for (int tries = 0; rc < 0 && rc != -ENOENT && rc != -EACCES && tries < 5; tries++) {
+            struct timespec ts = { 0, 200 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+            err[0] = 0;
+            rc = slip_share__join(&s, name, err, sizeof(err));
+        }
         if (rc == -ENOENT)
             continue;
         if (rc < 0) {
