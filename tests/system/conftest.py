@@ -118,6 +118,17 @@ def make_testbed():
 
 
 @pytest.fixture
+def bed6(make_testbed):
+    """A started two-host testbed with IPv6 (a 2001:2::1 -- b 2001:2::2 beside the IPv4 pair),
+    checked with one ping -6: (a, b)."""
+    tb = make_testbed(Topology(ipv6=True))
+    a, b = tb.host("a"), tb.host("b")
+    r = a.run(["ping", "-6", "-c", "1", "-W", "3", b.addr6])
+    assert r.returncode == 0, f"no IPv6 between the hosts: {r.stdout} {r.stderr}"
+    return a, b
+
+
+@pytest.fixture
 def testbed(make_testbed):
     """A started two-host testbed: a 198.18.0.1 -- b 198.18.0.2 on veth0, one queue."""
     return make_testbed(Topology())

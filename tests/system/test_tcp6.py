@@ -21,15 +21,6 @@ from testbed import Topology
 __all__ = ["slip", "www", "workdir"]    # fixtures imported from test_apps
 
 
-@pytest.fixture
-def bed(make_testbed):
-    tb = make_testbed(Topology(ipv6=True))
-    a, b = tb.host("a"), tb.host("b")
-    r = a.run(["ping", "-6", "-c", "1", "-W", "3", b.addr6])
-    assert r.returncode == 0, f"no IPv6 between the hosts: {r.stdout} {r.stderr}"
-    return a, b
-
-
 def curl(a, b, workdir, url, want, family):
     """One download from a with b's kernel counters watched: b's kernel must not carry it."""
     proof = Proof(b).start(peer=a)
@@ -46,12 +37,12 @@ def curl(a, b, workdir, url, want, family):
     proof.check()
 
 
-def test_tcp6_server_dualstack_curl6_and_curl4(bed, slip, www, workdir):
+def test_tcp6_server_dualstack_curl6_and_curl4(bed6, slip, www, workdir):
     """An accelerated `python3 -m http.server --bind ::` (dual-stack) serves 20 MB to curl -6 and to
     curl -4, both off b's kernel; the access log names the IPv6 client natively and the IPv4 one
     as ::ffff:a.b.c.d, as Linux does. Meanwhile b's kernel serves curl -6 on another port and
     answers ping -6, also after both sides flushed their neighbours."""
-    a, b = bed
+    a, b = bed6
     d, sums = www
     log = os.path.join(workdir, "http.log")
     s = start(b, slip([PY, "-m", "http.server", "-d", d, "--bind", "::", "8000"]), log)
@@ -97,12 +88,12 @@ CLIENT = ("import hashlib, json, socket, sys\n"
           "                  'len': len(body), 'sha': hashlib.sha256(body).hexdigest()}))\n")
 
 
-def test_tcp6_client_to_kernel_server(bed, slip, www, workdir):
+def test_tcp6_client_to_kernel_server(bed6, slip, www, workdir):
     """An accelerated client in b downloads 20 MB from a kernel HTTP server in a over IPv6: the
     body's sha256 matches, getsockname/getpeername give the native addresses, and b's kernel saw
     (almost) none of the segments. A client bound to b's second address connects from it (the
     server sees that address)."""
-    a, b = bed
+    a, b = bed6
     d, sums = www
     b2 = b.addr6 + "2"      # a second address of b, bound explicitly by the second client
     b.run(["ip", "-6", "addr", "add", f"{b2}/64", "dev", "veth0", "nodad"], check=True)
@@ -205,10 +196,10 @@ TCLASS_CLIENT = ("import socket, sys\n"
                  "s.sendall(b'x' * 3000); s.shutdown(socket.SHUT_WR); s.recv(10); print('done')\n")
 
 
-def test_tcp6_tclass_and_hop_limit_honoured(bed, slip):
+def test_tcp6_tclass_and_hop_limit_honoured(bed6, slip):
     """IPV6_TCLASS and IPV6_UNICAST_HOPS set on an accelerated TCP socket reach the wire on the
     stack's segments (tcpdump in a, the kernel peer, reads the IPv6 headers)."""
-    a, b = bed
+    a, b = bed6
     srv = a.popen([PY, "-c", HASH_SERVER, "8092"], stdout=subprocess.PIPE, text=True)
     dump = a.popen(["tcpdump", "-l", "-n", "-v", "-i", "veth0", "-c", "4", "ip6 and tcp dst port 8092"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -253,12 +244,12 @@ LL_CLIENT = ("import hashlib, json, socket, sys\n"
              "                  'sha': hashlib.sha256(buf.split(b'\\r\\n\\r\\n', 1)[1]).hexdigest()}))\n")
 
 
-def test_tcp6_link_local_both_ways(bed, slip, www, workdir):
+def test_tcp6_link_local_both_ways(bed6, slip, www, workdir):
     """Link-local addresses with their scope: an accelerated client in b downloads from a kernel
     server at a's fe80:: address (sin6_scope_id = b's veth0), and curl -6 in a downloads from an
     accelerated server at b's fe80:: address; both 3 MB with sha256, b's kernel saw none of it,
     and the names carry the scope."""
-    a, b = bed
+    a, b = bed6
     d, sums = www
     ll_a, ll_b, ifb = linklocal(a), linklocal(b), ifindex(b)
     web = a.popen([PY, "-m", "http.server", "-d", d, "--bind", "::", "8093"], stdout=subprocess.DEVNULL,
@@ -294,13 +285,13 @@ def iperf_bytes(text):
     return e["sum_sent"]["bytes"], e["sum_received"]["bytes"], e["sum_received"]["bits_per_second"] / 1e9
 
 
-def test_iperf3_ipv6_server_and_client_accelerated(bed, slip, workdir):
+def test_iperf3_ipv6_server_and_client_accelerated(bed6, slip, workdir):
     """`iperf3 -s` (its default socket: [::], dual-stack) accelerated in b against `iperf3 -6 -c`
     in a, then an accelerated `iperf3 -6 -c` in b against a kernel server in a: 2 s each, what
     was sent arrived (less what was in flight when time ran out), b's kernel saw none of it."""
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 not installed")
-    a, b = bed
+    a, b = bed6
     log = os.path.join(workdir, "iperf3-s.log")
     s = start(b, slip(["iperf3", "-s", "-1", "-p", "5201"]), log)
     try:

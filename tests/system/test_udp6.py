@@ -19,15 +19,6 @@ PORT = 7200
 SIZES = [1, 1200, 1452, 1453, 3000, 9000, 20000]
 
 
-@pytest.fixture
-def bed(make_testbed):
-    tb = make_testbed(Topology(ipv6=True))
-    a, b = tb.host("a"), tb.host("b")
-    r = a.run(["ping", "-6", "-c", "1", "-W", "3", b.addr6])
-    assert r.returncode == 0, f"no IPv6 between the hosts: {r.stdout} {r.stderr}"
-    return a, b
-
-
 def snmp6(host):
     return {k: int(v) for k, v in (l.split() for l in host.run(["cat", "/proc/net/snmp6"], check=True)
                                    .stdout.splitlines() if l.strip())}
@@ -75,8 +66,8 @@ def run_client(host, slip, dsts, sizes=SIZES):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_udp6_client_fragments_linklocal_and_nd_flush(bed, slip):
-    a, b = bed
+def test_udp6_client_fragments_linklocal_and_nd_flush(bed6, slip):
+    a, b = bed6
     echo = a.popen([PY, "-c", ECHO, str(PORT)], stdout=subprocess.PIPE, text=True)
     try:
         assert echo.stdout.readline().strip() == "ready"
@@ -129,12 +120,12 @@ KCLIENT = ("import json, socket, sys\n"
            "print(json.dumps(res))\n")
 
 
-def test_udp6_dualstack_server_both_families(bed, slip):
+def test_udp6_dualstack_server_both_families(bed6, slip):
     """An accelerated server on [::] (dual-stack, Python's default) serves a kernel client over
     native IPv6 and over IPv4 from one socket: the peer addresses are what Linux reports (native,
     and ::ffff:a.b.c.d), and b's kernel saw none of the datagrams; a kernel TCP server on b's
     IPv6 address keeps serving curl -6 meanwhile."""
-    a, b = bed
+    a, b = bed6
     srv = b.popen(slip([PY, "-c", SERVER, str(PORT), "4"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # a kernel TCP server on the same interface, over IPv6: untouched by the steering program
     web = b.popen([PY, "-m", "http.server", "--bind", "::", "8088"], stdout=subprocess.DEVNULL,
@@ -178,10 +169,10 @@ CONNREFUSED = ("import errno, socket, sys, time\n"
                "    print('refused', u.getpeername()[0])\n")
 
 
-def test_udp6_connected_port_unreachable(bed, slip):
+def test_udp6_connected_port_unreachable(bed6, slip):
     """The peer's kernel answers a closed port with ICMPv6 port unreachable, which the steering
     program hands to the stack for the owned flow: the connected socket reports ECONNREFUSED."""
-    a, b = bed
+    a, b = bed6
     b6 = snmp6(b)
     r = b.run(slip([PY, "-c", CONNREFUSED, a.addr6]), timeout=30)
     kb = diff(snmp6(b), b6)
@@ -208,10 +199,10 @@ SEND_OPTS = ("import socket, sys\n"
              "u.sendto(b'marked', (sys.argv[1], int(sys.argv[2])))\n")
 
 
-def test_udp6_tclass_and_hop_limit_honoured(bed, slip):
+def test_udp6_tclass_and_hop_limit_honoured(bed6, slip):
     """IPV6_TCLASS and IPV6_UNICAST_HOPS set by the application reach the wire on datagrams the
     stack sends (the kernel peer reads them with IPV6_RECVTCLASS / IPV6_RECVHOPLIMIT)."""
-    a, b = bed
+    a, b = bed6
     rx = a.popen([PY, "-c", RECV_OPTS, str(PORT)], stdout=subprocess.PIPE, text=True)
     try:
         assert rx.stdout.readline().strip() == "ready"
