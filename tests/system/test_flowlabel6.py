@@ -7,7 +7,6 @@ import re
 import subprocess
 import time
 
-
 from test_apps import PY, assert_accelerated_log, slip  # noqa: F401 (fixture)
 
 __all__ = ["slip"]

@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 
-
 from test_apps import PY, slip  # noqa: F401 (fixture)
 
 __all__ = ["slip"]
