@@ -120,6 +120,8 @@ struct ip_shared {
     struct ip_counters c;
     uint16_t next_id;
     uint32_t reass_bufs;        /* buffers held by reassembly */
+    uint32_t reass_slots;       /* reass[] slots in use: every poll's expiry scan (ip_reass__expire)
+                                 * is skipped while it is 0 */
     uint32_t reass_high;        /* at this many, evict the least recently active datagrams ... */
     uint32_t reass_low;         /* ... until fewer than this many (Linux ipfrag_*_thresh) */
     uint64_t reass_clock;       /* counts fragments kept, orders datagrams by last activity */

@@ -230,6 +230,7 @@ void ip_shared__purge(struct ip_env *env)
         memset(s, 0, sizeof(*s));
         s->frags = SLIP_NIL;
     }
+    env->sh->reass_slots = 0;
 }
 
 void ip_iov__copy(const struct iovec *iov, int iovcnt, size_t skip, uint8_t *dst, size_t len)

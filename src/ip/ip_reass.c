@@ -25,6 +25,8 @@
 
 static void slot_free(struct ip_env *env, struct ip_reass_slot *s)
 {
+    if (s->used && env->sh->reass_slots)
+        env->sh->reass_slots--;
     env->sh->reass_bufs -= s->nbufs;
     pkt__free_chain(env->pool, s->frags);
     memset(s, 0, sizeof(*s));
@@ -87,6 +89,7 @@ static struct ip_reass_slot *slot_find(struct ip_env *env, const struct ip_reass
         slot_free(env, s);
     }
     s->used = 1;
+    env->sh->reass_slots++;
     s->k = *k;
     s->frags = SLIP_NIL;
     s->born = env->now;
@@ -244,16 +247,15 @@ overlap:
 
 bool ip_reass__pressure(const struct ip_shared *sh)
 {
-    unsigned used = 0;
-    for (unsigned i = 0; i < IP_REASS_SLOTS; i++)
-        used += sh->reass[i].used != 0;
-    return used >= IP_REASS_PRESSURE_SLOTS || sh->reass_bufs > sh->reass_low;
+    return sh->reass_slots >= IP_REASS_PRESSURE_SLOTS || sh->reass_bufs > sh->reass_low;
 }
 
 slip_time_t ip_reass__expire(struct ip_env *env)
 {
     /* Pressure is judged once, before anything is freed: under pressure every datagram older
      * than the short timeout goes, which leaves room for a burst of new ones. */
+    if (!env->sh->reass_slots)
+        return SLIP_TIME_NEVER;     /* nothing in reassembly: every poll comes here (64 slots) */
     bool pressure = ip_reass__pressure(env->sh);
     slip_time_t next = SLIP_TIME_NEVER;
     for (unsigned i = 0; i < IP_REASS_SLOTS; i++) {

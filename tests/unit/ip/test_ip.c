@@ -247,12 +247,14 @@ TEST(test_reass_timeout_frees)
     struct ip_rx rx;
     CHECK(feed_frag(&h, 9, 0, 1480, true, &rx), ==, 0);
     CHECK(h.ip->reass_bufs, ==, 1);
+    CHECK(h.ip->reass_slots, ==, 1);
     slip_time_t dl = ip_reass__expire(&h.env);
     CHECK(dl, ==, h.env.now + IP_REASS_TIMEOUT);
     h.env.now += IP_REASS_TIMEOUT;
     CHECK(ip_reass__expire(&h.env), ==, SLIP_TIME_NEVER);
     CHECK(h.ip->c.reass_timeout, ==, 1);
     CHECK(h.ip->reass_bufs, ==, 0);
+    CHECK(h.ip->reass_slots, ==, 0);
     harness_fini(&h);
 }
 
@@ -367,6 +369,7 @@ TEST(test_reass_memory_thresholds)
     CHECK(h.ip->c.reass_evict_mem, ==, 3);
     CHECK(h.ip->reass_bufs, ==, 41);
     CHECK(slots_used(&h), ==, 5);
+    CHECK(h.ip->reass_slots, ==, 5);    /* the count every poll's expiry looks at first */
     CHECK(feed_from(&h, nth_src(2), 2, 64, 8, false, &rx), ==, 0);      /* gone: a new datagram */
     CHECK(feed_from(&h, nth_src(3), 3, 64, 8, false, &rx), ==, 1);      /* kept: completes */
     check_datagram(&h, &rx, 72);
@@ -387,6 +390,7 @@ TEST(test_reass_memory_one_datagram_too_big)
     CHECK(h.ip->c.reass_evict_mem, ==, 1);
     CHECK(h.ip->reass_bufs, ==, 0);
     CHECK(slots_used(&h), ==, 0);
+    CHECK(h.ip->reass_slots, ==, 0);
     harness_fini(&h);
 }
 
