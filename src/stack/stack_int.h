@@ -52,7 +52,8 @@
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
 #define SLIP_SHM_VERSION 16  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
                                 * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process, port counters;
-                                * 14: the TCP table's IPv6 fold cache; 15: cache_closed; 16: reassembly slots counted */
+                                * 14: the TCP table's IPv6 fold cache; 15: cache_closed;
+                                * 16: reassembly slots counted, a UDP socket's last flow label */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)

@@ -53,6 +53,13 @@ struct udp_sock {
     slip_idx_t hnext6;
     uint32_t scope;             /* sin6_scope_id of a link-local laddr6/raddr6, or 0 */
     struct wire_ipv6_addr laddr6, raddr6;   /* :: = any / not connected to IPv6 */
+    /* The flow label of the last IPv6 datagram sent (udp6.c), for the next one to the same
+     * place: a keyed hash of everything below, which otherwise costs every datagram a SipHash.
+     * Only this socket's own packets read it. Ports in network order. */
+    uint8_t fl_set;
+    uint16_t fl_sport, fl_dport;
+    uint32_t fl_label;
+    struct wire_ipv6_addr fl_src, fl_dst;
 };
 
 struct udp_shared {

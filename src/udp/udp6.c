@@ -274,6 +274,23 @@ ssize_t udp_sock__recv6(struct udp_shared *sh, struct pkt_pool *pool, slip_idx_t
     return (flags & UDP_RECV_TRUNC) ? (ssize_t)dlen : (ssize_t)n;
 }
 
+/* The flow label of a datagram from src:sport to dst:dport (ports in network order): the last
+ * one's when it went to the same place, else computed and kept (ip6_flow__label, a SipHash). */
+static uint32_t flow_label(struct ip_env *env, struct udp_sock *u, const struct wire_ipv6_addr *src,
+                           const struct wire_ipv6_addr *dst, uint16_t sport, uint16_t dport)
+{
+    if (u->fl_set && u->fl_sport == sport && u->fl_dport == dport && addr_eq(&u->fl_src, src) &&
+        addr_eq(&u->fl_dst, dst))
+        return u->fl_label;
+    u->fl_label = ip6_flow__label(env->sh, src, dst, WIRE_IPPROTO_UDP, sport, dport);
+    u->fl_sport = sport;
+    u->fl_dport = dport;
+    u->fl_src = *src;
+    u->fl_dst = *dst;
+    u->fl_set = 1;
+    return u->fl_label;
+}
+
 ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s, const struct iovec *iov,
                         int iovcnt, const struct wire_ipv6_addr *dst, uint16_t dport, uint32_t scope)
 {
@@ -329,7 +346,7 @@ ssize_t udp_sock__send6(struct ip_env *env, struct udp_shared *sh, slip_idx_t s,
     memcpy(&v[1], iov, sizeof(*iov) * (size_t)iovcnt);
     struct ip6_tx tx = { .src = *src, .dst = *dst, .proto = WIRE_IPPROTO_UDP, .hop_limit = u->hops,
                          .tclass = u->tclass, .dontfrag = dontfrag,
-                         .flow = ip6_flow__label(env->sh, src, dst, WIRE_IPPROTO_UDP, h.sport, h.dport) };
+                         .flow = flow_label(env, u, src, dst, h.sport, h.dport) };
     rc = ip6_output__send(env, &rt, &tx, v, iovcnt + 1);
     if (rc < 0) {
         sh->c.tx_errors++;

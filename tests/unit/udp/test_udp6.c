@@ -235,6 +235,43 @@ TEST(test_udp6_send_checksum_fragments_scope)
     harness_fini(&h);
 }
 
+/* Each datagram carries its flow's label (a keyed hash of addresses, ports and protocol, as
+ * net.ipv6.auto_flowlabels): the socket keeps the last one for the next datagram to the same
+ * place, and a datagram elsewhere gets its own, then the first place its own again. */
+TEST(test_udp6_flow_label_per_destination)
+{
+    struct harness h;
+    h6_init(&h);
+    h.env.sh->auto_flowlabels = 1;
+    add_neigh6(&h, "2001:2::3", NUD_REACHABLE);
+    struct udp_shared *u = new_udp();
+    slip_idx_t s = bound6(u, "::", 4000, false);
+    struct iovec iov = { "abc", 3 };
+    struct { const char *dst; uint16_t port; } to[] = {
+        { "2001:2::1", 53 }, { "2001:2::1", 53 }, { "2001:2::3", 53 }, { "2001:2::1", 54 }, { "2001:2::1", 53 },
+    };
+    uint32_t got[5];
+    for (unsigned i = 0; i < 5; i++) {
+        struct wire_ipv6_addr d = a6(to[i].dst);
+        CHECK(udp_sock__send6(&h.env, u, s, &iov, 1, &d, to[i].port, 0), ==, 3);
+        CHECK(h.nsent, ==, 1);
+        struct wire_ipv6_repr ip;
+        CHECK(wire_ipv6__parse(pkt__data(&h.pool, h.sent[0]) + WIRE_ETH_HLEN, 60, &ip, 0), ==, 0);
+        got[i] = ip.flow;
+        CHECK(got[i], ==, ip6_flow__label(h.env.sh, &ip.src, &d, WIRE_IPPROTO_UDP, hton16(4000),
+                                          hton16(to[i].port)));
+        CHECK(got[i], !=, 0);
+        h_free_sent(&h);
+    }
+    CHECK(got[0], ==, got[1]);
+    CHECK(got[0], ==, got[4]);
+    CHECK(got[0], !=, got[2]);
+    CHECK(got[0], !=, got[3]);
+    udp_sock__close(u, &h.pool, s);
+    free(u);
+    harness_fini(&h);
+}
+
 static slip_idx_t icmp6_unreach(struct harness *h, uint8_t type, uint8_t code, uint16_t sport, uint16_t dport)
 {
     uint8_t msg[8 + 40 + 8];
