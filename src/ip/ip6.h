@@ -8,6 +8,8 @@
 #ifndef SLIP_IP_IP6_H
 #define SLIP_IP_IP6_H
 
+#include <string.h>
+
 #include "ip/ip.h"
 #include "wire/icmpv6.h"
 
@@ -84,5 +86,16 @@ struct ip6_icmp_err {
 int ip6_icmp__input(struct ip_env *env, const struct ip6_rx *rx, struct ip6_icmp_err *err);
 /* The errno an ICMPv6 error means for a socket (RFC 4443 §3, as Linux's icmpv6_err_convert). */
 int ip6_icmp__errno(uint8_t type, uint8_t code);
+
+/* An unkeyed 32-bit mix of an address, for picking a slot in a small direct-mapped cache whose
+ * entries hold the whole address (a collision only evicts): the path-MTU cache, TCP's fold
+ * cache. Take the top bits for a power-of-two table: (h * slots) >> 32. */
+static inline uint32_t ip6_addr__mix(const struct wire_ipv6_addr *a)
+{
+    uint64_t w[2];
+    memcpy(w, a, sizeof(w));
+    uint64_t x = w[0] ^ w[1];
+    return (uint32_t)(((x ^ (x >> 32)) * 0x9e3779b97f4a7c15ull) >> 32);
+}
 
 #endif

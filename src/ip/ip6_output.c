@@ -24,17 +24,6 @@ static bool addr_zero(const struct wire_ipv6_addr *a)
     return addr_eq(a, &zero);
 }
 
-/* The path-MTU cache's slot: asked on every route lookup, i.e. every segment TCP sends, so two
- * words and a multiply rather than a byte loop. Unkeyed: a colliding address only evicts an
- * entry (the kernel's PMTU would then be learnt again), as before. */
-static uint32_t addr_hash(const struct wire_ipv6_addr *a)
-{
-    uint64_t w[2];
-    memcpy(w, a, sizeof(w));
-    uint64_t x = w[0] ^ w[1];
-    return (uint32_t)(((x ^ (x >> 32)) * 0x9e3779b97f4a7c15ull) >> 32);
-}
-
 int ip6_output__route(struct ip_env *env, const struct wire_ipv6_addr *dst, uint32_t oif, struct ip6_route *rt)
 {
     return ip6_output__route_from(env, NULL, dst, oif, rt);
@@ -226,7 +215,9 @@ int ip6_output__send(struct ip_env *env, const struct ip6_route *rt, const struc
 
 static struct ip6_pmtu_entry *pmtu_find(struct ip_env *env, const struct wire_ipv6_addr *dst)
 {
-    return &env->sh->pmtu6[((uint64_t)addr_hash(dst) * IP6_PMTU_SLOTS) >> 32];     /* the top bits */
+    /* Asked on every route lookup (every segment TCP sends). Unkeyed: a colliding address only
+     * evicts an entry (the kernel's PMTU is then learnt again). */
+    return &env->sh->pmtu6[((uint64_t)ip6_addr__mix(dst) * IP6_PMTU_SLOTS) >> 32];     /* the top bits */
 }
 
 void ip6_pmtu__update(struct ip_env *env, const struct wire_ipv6_addr *dst, uint32_t mtu)

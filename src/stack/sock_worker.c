@@ -9,10 +9,12 @@
  * connections nobody accepts. Each call takes the locks it needs, one stack's at a time. */
 #include "stack/stack_int.h"
 
-/* Options a copy takes from the listener (those a listener keeps; the rest are the engine's). */
+/* Options a copy takes from the listener (those a listener keeps; the rest are the engine's).
+ * TCP_MAXSEG is not read back (it reads 536 on a socket that is not connected and never set it,
+ * as Linux): the copy takes the value set, if any (tcp_listen_params.user_mss). */
 static const enum tcp_opt copied_opts[] = {
     TCPO_NODELAY, TCPO_KEEPALIVE, TCPO_KEEPIDLE, TCPO_KEEPINTVL, TCPO_KEEPCNT, TCPO_LINGER,
-    TCPO_RCVBUF, TCPO_SNDBUF, TCPO_MAXSEG, TCPO_CONGESTION, TCPO_TCLASS, TCPO_HOPS, TCPO_USER_TIMEOUT,
+    TCPO_RCVBUF, TCPO_SNDBUF, TCPO_CONGESTION, TCPO_TCLASS, TCPO_HOPS, TCPO_USER_TIMEOUT,
 };
 #define NCOPIED (sizeof(copied_opts) / sizeof(copied_opts[0]))
 
@@ -38,17 +40,8 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
             park = false;
     }
     unsigned origin = from->index;
-    for (unsigned i = 0; ok && i < NCOPIED; i++) {
+    for (unsigned i = 0; ok && i < NCOPIED; i++)
         have[i] = tcp_conn__getopt(from->tcp, (slip_idx_t)fsock, copied_opts[i], &vals[i]) == 0;
-        /* TCP_MAXSEG reads back 536 on a socket that is not connected and never set it (as
-         * Linux): what the listener keeps is the value set, or none (the route and the peer's
-         * MSS decide, as for the parent's own connections). Copying the 536 made every
-         * connection of a worker's stack send 524-byte segments. */
-        if (copied_opts[i] == TCPO_MAXSEG) {
-            vals[i] = lp.user_mss;
-            have[i] = lp.user_mss != 0;
-        }
-    }
     stack_unlock(from);
     if (!ok)
         return -EINVAL;
@@ -60,6 +53,10 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
     for (unsigned i = 0; i < NCOPIED; i++)
         if (have[i])
             tcp_conn__setopt(&to->env, to->tcp, (slip_idx_t)sock, copied_opts[i], vals[i]);
+    /* None set: the route and the peer's MSS decide, as for the parent's own connections
+     * (copying the 536 made every connection of a worker's stack send 524-byte segments). */
+    if (lp.user_mss)
+        tcp_conn__setopt(&to->env, to->tcp, (slip_idx_t)sock, TCPO_MAXSEG, lp.user_mss);
     struct tcp_res *nr = &to->t.ts[sock].res;
     nr->origin = park ? (uint8_t)(origin + 1) : 0;
     nr->used = 1;       /* the worker's use is what made it listen */

@@ -27,11 +27,7 @@ be32 tcp6__fold(const struct tcp_shared *sh, const struct wire_ipv6_addr *a)
  * wrong fold. */
 static be32 fold_cached(struct tcp_shared *sh, const struct wire_ipv6_addr *a)
 {
-    uint64_t w[2];
-    memcpy(w, a, sizeof(w));
-    uint64_t x = w[0] ^ w[1];
-    uint32_t h = (uint32_t)(((x ^ (x >> 32)) * 0x9e3779b97f4a7c15ull) >> 32);
-    struct tcp_fold_ent *e = &sh->fold6[((uint64_t)h * TCP_FOLD6_SLOTS) >> 32];     /* the top bits */
+    struct tcp_fold_ent *e = &sh->fold6[((uint64_t)ip6_addr__mix(a) * TCP_FOLD6_SLOTS) >> 32];
     if (memcmp(&e->a, a, sizeof(*a)) != 0) {
         e->fold = tcp6__fold(sh, a);
         e->a = *a;
