@@ -69,6 +69,10 @@ struct pfd {
      * generation that answer came from (0 = none), so a server replying to one peer asks once. */
     uint32_t via_us_dst;
     uint32_t via_us_seq;
+    /* The same for IPv6 (udp6.c pre_udp6_dst): address, sin6_scope_id, generation (0 = none). */
+    uint8_t via_us6_dst[16];
+    uint32_t via_us6_scope;
+    uint32_t via_us6_seq;
     /* SO_ZEROCOPY (zerocopy.c): on, the next notification id, the pending range [lo, hi]. */
     uint8_t zerocopy, zc_pending;
     uint8_t recvpktinfo6;       /* IPV6_RECVPKTINFO on an AF_INET6 UDP socket (udp6.c) */

@@ -103,7 +103,17 @@ int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
         return 0;
     if (!slip_udp6__bound6(g_pre.stack, p->sock))
         return -1;      /* bound to an IPv4 (mapped) address: the kernel's */
-    return slip_stack__routes_via_us6(g_pre.stack, dst, *scope) ? 1 : -1;
+    /* A server answering one peer asks the route table once per control-plane generation, as
+     * IPv4's sendto does (sockio.c): the lookup takes the stack's lock and the engine repeats it. */
+    uint32_t seq = slip_stack__ctl_seq(g_pre.stack) | 1u;     /* never 0: 0 means no answer */
+    if (p->via_us6_seq == seq && p->via_us6_scope == *scope && memcmp(p->via_us6_dst, dst, 16) == 0)
+        return 1;
+    if (!slip_stack__routes_via_us6(g_pre.stack, dst, *scope))
+        return -1;
+    memcpy(p->via_us6_dst, dst, 16);
+    p->via_us6_scope = *scope;
+    p->via_us6_seq = seq;
+    return 1;
 }
 
 void pre_put_pktinfo6(struct msghdr *m, size_t room, const struct wire_ipv6_addr *dst, uint32_t ifindex)

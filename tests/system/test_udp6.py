@@ -258,3 +258,79 @@ def test_udp6_pmtu_through_small_mtu_router(make_testbed, slip):
     words = res.stdout.split()
     assert words[:1] == ["ok"] and int(words[1]) >= 2, res.stdout     # the first one was too big
     assert kb["Udp6OutDatagrams"] == 0 and kb["Icmp6InPktTooBigs"] == 0, kb
+
+
+# sendto to one IPv6 peer and one IPv4 peer (v4-mapped) from one dual-stack socket, three echoes
+# each, once per line read from stdin; prints 'ok', or 'timeout' or the errno of the failure, per peer.
+ROUTED = ("import socket, sys\n"
+          "u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.settimeout(1)\n"
+          "dsts = [(sys.argv[1], int(sys.argv[3])), ('::ffff:' + sys.argv[2], int(sys.argv[3]))]\n"
+          "print('ready', flush=True)\n"
+          "for _ in sys.stdin:\n"
+          "    out = []\n"
+          "    for d in dsts:\n"
+          "        try:\n"
+          "            for i in range(3):\n"
+          "                u.sendto(b'r%d' % i, d)\n"
+          "                r, _ = u.recvfrom(100)\n"
+          "            out.append('ok')\n"
+          "        except socket.timeout:\n"
+          "            out.append('timeout')\n"
+          "        except OSError as e:\n"
+          "            out.append('errno%s' % e.errno)\n"
+          "    print(' '.join(out), flush=True)\n")
+
+
+def test_udp_sendto_follows_route_changes(bed6, slip):
+    """A socket remembers that its last destination routes through the stack (one route lookup
+    per peer, not per datagram) only while the control plane's tables do not change: once the
+    peer's address is routed through an interface the stack does not serve (a second veth pair
+    inside b), the next sendto is the kernel's, and once that route is gone it is the stack's
+    again. IPv6 and IPv4 (v4-mapped) from one socket."""
+    a, b = bed6
+    b.run(["ip", "link", "add", "vx0", "type", "veth", "peer", "name", "vx1"], check=True)
+    for dev in ("vx0", "vx1"):
+        b.run(["ip", "link", "set", dev, "up"], check=True)
+    moved = [(["ip", "-6", "route"], f"{a.addr6}/128"), (["ip", "route"], f"{a.addr}/32")]
+    echo = a.popen([PY, "-c", ECHO, str(PORT)], stdout=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        assert echo.stdout.readline().strip() == "ready"
+        cli = b.popen(slip([PY, "-c", ROUTED, a.addr6, a.addr, str(PORT)]), stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert cli.stdout.readline().strip() == "ready"
+
+        def phase():
+            k = snmp6(b), b.run(["nstat", "-asz", "UdpOutDatagrams"], check=True).stdout.split()
+            cli.stdin.write("go\n")
+            cli.stdin.flush()
+            got = cli.stdout.readline().split()
+            k6 = diff(snmp6(b), k[0])["Udp6OutDatagrams"]
+            k4 = int(b.run(["nstat", "-asz", "UdpOutDatagrams"], check=True).stdout.split()[-2]) - int(k[1][-2])
+            return got, k6, k4
+
+        first = phase()
+        for ip, pfx in moved:
+            b.run([*ip, "add", pfx, "dev", "vx0"], check=True)
+        time.sleep(0.5)         # the control plane's netlink listener takes the change
+        away = phase()
+        for ip, pfx in moved:
+            b.run([*ip, "del", pfx, "dev", "vx0"], check=True)
+        time.sleep(0.5)
+        again = phase()
+        cli.stdin.close()
+        rc = cli.wait(timeout=15)
+        err = cli.stderr.read()
+    finally:
+        for p in (echo, cli):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        b.run(["ip", "link", "del", "vx0"])
+    print("phases (replies, b kernel Udp6 out, Udp out):", first, away, again)
+    assert rc == 0, err[-2000:]
+    assert_accelerated_log(err)
+    # through the stack: every echo back, b's kernel sent nothing
+    assert first == (["ok", "ok"], 0, 0) and again == (["ok", "ok"], 0, 0), (first, again)
+    # routed away: b's kernel sent the first datagram to each peer into vx0, where nobody answers
+    assert away[0] == ["timeout", "timeout"] and away[1] >= 1 and away[2] >= 1, away
