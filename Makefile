@@ -6,7 +6,7 @@ BUILD_SAN  ?= build-san
 PYTHON     ?= python3
 FUZZ_SECONDS ?= 5
 
-.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system test-apps testbed testbed-down bench netperf sockperf clean \
+.PHONY: all deps build build-san demo test test-fresh test-unit test-san test-system test-apps testbed testbed-down bench clean \
         conformance conformance-deps
 
 all: build
@@ -64,17 +64,6 @@ test-apps: deps build
 	$(SYSTEST) $(addprefix tests/system/,$(APP_TESTS)) || { \
 	  echo "test-apps: FLAKY? running the failed tests once more (a second failure fails the run)"; \
 	  $(SYSTEST) --last-failed --last-failed-no-failures none $(addprefix tests/system/,$(APP_TESTS)); }
-
-# Opt-in, never needed by `make test`: netperf built from its source (not in Debian main) into
-# build/netperf, for trying netperf's own tests by hand against slipstream (needs git, network,
-# autoconf and automake).
-netperf:
-	scripts/netperf.sh $(BUILD)/netperf
-
-# Opt-in: sockperf 3.10 from its source into build/sockperf, for bench/v6.py's ping-pong over IPv6
-# (Debian 12's sockperf 3.7 rejects IPv6 addresses). Needs git, network, autoconf, automake, libtool.
-sockperf:
-	scripts/sockperf.sh $(BUILD)/sockperf
 
 testbed: build
 	$(PYTHON) scripts/testbed.py up

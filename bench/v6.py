@@ -6,9 +6,9 @@ issue wants them within 5 %)? So every number is taken in the same run, families
 configurations alternating, best of ROUNDS each (apps.py's method and parsers).
 
 The ping-pong needs a sockperf that takes IPv6 addresses: Debian 12's 3.7 does not (upstream
-added IPv6 in 3.8). `make sockperf` builds 3.10 from its public source into build/sockperf
-(scripts/sockperf.sh); SLIP_SOCKPERF=<path> names another. Without one the ping-pong table says
-so and the nginx table still runs. The same sockperf binary is used for both families.
+added IPv6 in 3.8). SLIP_SOCKPERF=<path> names one (the project does not build it); without one
+the ping-pong table says so and the nginx table still runs. The same sockperf binary is used for
+both families.
 """
 
 import importlib.util
@@ -114,7 +114,7 @@ def run_nginx(apps, out):
 def run_pingpong(apps, out, sockperf):
     if not sockperf:
         out.append("### ping-pong IPv4 and IPv6\n\nskipped: no sockperf >= 3.8 (Debian's 3.7 rejects IPv6 "
-                   "addresses): `make sockperf` builds one into build/sockperf, or set SLIP_SOCKPERF\n")
+                   "addresses): set SLIP_SOCKPERF to one\n")
         return
     apps.sockperf_bin = sockperf
     secs = 2 if apps.quick else 5
