@@ -9,7 +9,8 @@ kernel receiver in a (tests/system/peers/tcp_bulk.py recv) twice:
   (this test machine's default, net.ipv4.tcp_congestion_control=bbr, which namespaces inherit:
   BBR does not take random loss as congestion, so it is the reference for what the path allows,
   not a like-for-like comparison);
-- slipstream: tcp_bulk gen | tests/prog/tcp_tool connect-send in b (the stack's TCP).
+- slipstream: tests/prog/tcp_tool connect-send in b (the stack's TCP), its stdin the same stream
+  written to a file on tmpfs beforehand (SLIP_LOSS_FEED=pipe: tcp_bulk gen | tcp_tool instead).
 
 MiB/s is the receiver's (first byte to EOF, data verified). Kernel retransmissions and RTO
 expiries are nstat's TcpRetransSegs / TcpExtTCPTimeouts (and TCPLossProbes) of b's namespace
@@ -40,6 +41,10 @@ MiB = 1 << 20
 PORT = 5101
 RATES = [0.1, 1, 3, 5]
 ROUNDS = int(os.environ.get("SLIP_LOSS_ROUNDS", "1"))
+# How the stack's sender gets its bytes: "file" (default: the stream written to tmpfs beforehand,
+# its stdin) or "pipe" (tcp_bulk gen | tcp_tool, a third process during the transfer, as
+# test_tcp.py does; the tables before 2026-11-24's fourth session were taken this way).
+FEED = os.environ.get("SLIP_LOSS_FEED", "file")
 
 
 def log(msg):
@@ -76,11 +81,38 @@ def kernel_send(tcp, tb, nbytes, seed, cc=None):
             "tlp": d.get("TcpExtTCPLossProbes", 0), "segs": d.get("TcpOutSegs", 0)}
 
 
+def stream_file(tcp, nbytes, seed):
+    """The seed's byte stream in a file on tmpfs, written once (tcp_bulk gen): the stack's sender
+    reads it as its stdin, so no third process feeds it during the transfer (the kernel's
+    sender, tcp_bulk send, makes the same stream inside its own process)."""
+    path = f"/dev/shm/slip-loss-{nbytes}-{seed}"
+    if not os.path.exists(path) or os.path.getsize(path) != nbytes:
+        with open(path + ".tmp", "wb") as f:
+            subprocess.run([tcp.PY, tcp.BULK, "gen", str(nbytes), "--seed", str(seed)], stdout=f,
+                           stderr=subprocess.DEVNULL, check=True, timeout=300)
+        os.replace(path + ".tmp", path)
+    return path
+
+
 def stack_send(tcp, tb, tool, nbytes, seed):
     a, b = tb.host("a"), tb.host("b")
-    res = tcp.stack_to_kernel(a, b, tool, nbytes, seed, port=PORT + 1, timeout=900)
-    r, c = res["receiver"], res["counters"]
-    ok = res["tool_rc"] == 0 and r["ok"]
+    if FEED == "pipe":
+        res = tcp.stack_to_kernel(a, b, tool, nbytes, seed, port=PORT + 1, timeout=900)
+        r, c, rc = res["receiver"], res["counters"], res["tool_rc"]
+    else:
+        port = PORT + 1
+        rcv = a.popen([tcp.PY, tcp.BULK, "recv", str(port), str(nbytes), "--seed", str(seed)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = rcv.stderr.readline()
+        assert line.startswith("listening"), line
+        with open(stream_file(tcp, nbytes, seed), "rb") as f:
+            t = b.popen([tool, "--iface", b.ifname, "--counters", "connect-send", a.addr, str(port)],
+                        env=tcp.tool_env(None), stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        outs = tcp.finish([("tool", t), ("recv", rcv)], 900)
+        r = tcp.json_of(outs["recv"][0], f"tcp_bulk recv {outs['recv'][1][-300:]!r}")
+        c, _ = tcp.counters_of(outs["tool"][0].decode(errors="replace"))
+        rc = t.returncode
+    ok = rc == 0 and r["ok"] and r.get("first_diff") is None
     return {"ok": ok, "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
             "retrans": c.get("tcp.retransmits", 0), "rto": c.get("tcp.rto_expiries", 0),
             "tlp": c.get("tcp.tlp_probes", 0), "segs": c.get("tcp.segs_out", 0)}
