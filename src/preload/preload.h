@@ -121,7 +121,7 @@ static inline struct pfd *pfd_get(int fd)
 }
 struct pfd *pfd_new(int fd);
 void pfd_clear(int fd);
-/* Process p's listener fd is about to be accepted from or waited on (accept, epoll_ctl ADD):
+/* Process p's listener fd is about to be accepted from or waited on (accept, epoll_ctl ADD, poll/select):
  * the first time, a fork child may move to a stack of its own (SLIP_WORKER_STACKS; init.c), and
  * the stack learns the listener is used (slip_tcp__listener_used). */
 void preload_listener_use(int fd, struct pfd *p);

@@ -106,8 +106,17 @@ static int poll_loop(struct pollfd *fds, nfds_t n, int timeout, bool *poller);
 int pre_poll(struct pollfd *fds, nfds_t n, int timeout)
 {
     bool any = false;
-    for (nfds_t i = 0; i < n && !any; i++)
-        any = pfd_get(fds[i].fd) != NULL;
+    for (nfds_t i = 0; i < n; i++) {
+        struct pfd *p = pfd_get(fds[i].fd);
+        if (!p)
+            continue;
+        any = true;
+        /* Waiting for a connection on a listener is using it, as accept() and epoll_ctl() are:
+         * a worker's copy of an inherited SO_REUSEPORT listener starts listening (and taking
+         * its share of the connections) here when the worker polls or selects before accepting. */
+        if (p->kind == PFD_TCP && p->listening && !p->used && (fds[i].events & (POLLIN | POLLRDNORM)))
+            preload_listener_use(fds[i].fd, p);
+    }
     if (!any || !g_pre.stack)
         return real_poll(fds, n, timeout);
     struct { bool poller; int rc; } st = { false, 0 };

@@ -151,7 +151,7 @@ def count_file(path):
         return 0
 
 
-@pytest.mark.parametrize("mode", ["one", "fork-after", "fork-before", "udp"])
+@pytest.mark.parametrize("mode", ["one", "fork-after", "fork-before", "fork-poll", "udp"])
 def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, mode):
     a, b = testbed.host("a"), testbed.host("b")
     out = os.path.join(workdir, "count")

@@ -7,6 +7,10 @@ Modes:
   fork-after   one process opens both, then forks: the parent keeps listener 0, the child
                listener 1, and each closes the other's fd (what nginx does with `reuseport`)
   fork-before  the process forks first, then each process opens its own listener
+  fork-poll    one process opens both, then forks two workers and only waits for them, keeping
+               both listeners open, as nginx's master does; each worker drops to its own gid
+               (setgid, as nginx's workers drop privileges), keeps both fds as nginx's do, and
+               serves its own listener with poll() (worker 0) or select() (worker 1)
   close-one    as "one", and SIGUSR1 closes listener 0 (then writes <out>.closed): listener 1
                must go on getting every connection, still through the stack
   udp          one process, two UDP sockets with SO_REUSEPORT on the port, each datagram
@@ -16,6 +20,7 @@ Modes:
 Prints "ready" once every listener listens (the fork modes: once per process). Runs until SIGTERM."""
 import argparse
 import os
+import select
 import selectors
 import signal
 import socket
@@ -86,11 +91,46 @@ def serve(socks, out):
             save(out, idx, counts[idx])
 
 
+def serve_polled(idx, lsock, out, use_select):
+    """fork-poll's worker: poll() or select() on its listener, then accept. Each worker has a
+    listener of its own (SO_REUSEPORT), so a wake-up with nothing to accept, or an error or hang-up
+    reported on the listener, is wrong: it ends the worker with a traceback."""
+    poller = select.poll()
+    poller.register(lsock, select.POLLIN)
+    n = 0
+    save(out, idx, 0)
+    print("ready", os.getpid(), [idx], flush=True)
+    while True:
+        if use_select:
+            r, _, x = select.select([lsock], [], [lsock], 0.2)
+            ready, bad = bool(r), bool(x)
+        else:
+            evs = [e for _, e in poller.poll(200)]
+            ready = any(e & select.POLLIN for e in evs)
+            bad = [hex(e) for e in evs if e & (select.POLLHUP | select.POLLERR | select.POLLNVAL)]
+        if bad:
+            raise RuntimeError(f"worker {idx}: the listener reported {bad}")
+        if not ready:
+            continue
+        try:
+            c, _peer = lsock.accept()
+        except BlockingIOError:
+            raise RuntimeError(f"worker {idx}: the listener was readable, accept() said EAGAIN")
+        with c:
+            c.setblocking(True)
+            c.settimeout(10)
+            c.recv(64)
+            c.sendall(f"{idx} {os.getpid()}\n".encode())
+        n += 1
+        save(out, idx, n)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--addr", required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "udp", "single"), default="one")
+    ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "fork-poll", "udp", "single"),
+                    default="one")
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -110,6 +150,18 @@ def main():
         else:
             l1.close()
             serve({0: l0}, a.out)
+    elif a.mode == "fork-poll":
+        ls = [listener(a.addr, a.port), listener(a.addr, a.port)]
+        for idx in (0, 1):
+            if os.fork() == 0:
+                os.setgid(os.getgid())
+                serve_polled(idx, ls[idx], a.out, use_select=idx == 1)
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                return
     else:
         pid = os.fork()
         serve({1 if pid == 0 else 0: listener(a.addr, a.port)}, a.out)
