@@ -216,6 +216,58 @@ void tcp_res_reap(struct slip_stack *s)
 
 /* ---- UDP entry points ---- */
 
+static void udp_release_keys(struct slip_stack *s, unsigned nifs, const struct steer_key *k4,
+                             const struct steer_key6 *k6, bool group)
+{
+    for (unsigned i = 0; i < nifs; i++) {
+        struct steer *st = s->ifs[i].steer;
+        if (k6)
+            group ? steer__leave6(st, k6, s->index) : steer__del6(st, k6);
+        if (k4)
+            group ? steer__leave(st, k4, s->index) : steer__del(st, k4);
+    }
+}
+
+/* Lock held. Claims a bound UDP socket's keys on every interface (k4 or k6 NULL: not that
+ * family). A SO_REUSEPORT socket's key is a group that sockets of several stacks share
+ * (bpf/steer.h STEER_F_GROUP): the XDP program gives each datagram to one member stack by a
+ * keyed hash of its addresses and ports, as Linux spreads datagrams over a reuseport group, and
+ * the stack spreads them over its own sockets of the group (udp__lookup). Any other key is this
+ * stack's alone. A failure leaves nothing behind. */
+int udp_claim_keys(struct slip_stack *s, const struct steer_key *k4, const struct steer_key6 *k6, bool group)
+{
+    STACK_ASSERT_LOCKED(s);
+    struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
+    int rc = 0;
+    unsigned i = 0;
+    if (group)
+        slip_lock__acquire(&s->group->claim_lock);
+    for (; i < s->nifs && rc == 0; i++) {
+        struct steer *st = s->ifs[i].steer;
+        if (k6)
+            rc = group ? steer__join6(st, k6, s->index, v.pid, -1) : steer__add6(st, k6, &v);
+        if (rc == 0 && k4)
+            rc = group ? steer__join(st, k4, s->index, v.pid, -1) : steer__add(st, k4, &v);
+    }
+    if (rc < 0)
+        udp_release_keys(s, group ? i : s->nifs, k4, k6, group);
+    if (group)
+        slip_lock__release(&s->group->claim_lock);
+    return rc;
+}
+
+/* Lock held. The last socket of this stack on a UDP key closes: a group's key loses this stack
+ * as a member (and goes with its last member), any other key goes. */
+void udp_unclaim_keys(struct slip_stack *s, const struct steer_key *k4, const struct steer_key6 *k6, bool group)
+{
+    STACK_ASSERT_LOCKED(s);
+    if (group)
+        slip_lock__acquire(&s->group->claim_lock);
+    udp_release_keys(s, s->nifs, k4, k6, group);
+    if (group)
+        slip_lock__release(&s->group->claim_lock);
+}
+
 /* A reservation socket is never fd 0 (0 marks "none" in the tables, whose untouched slots are
  * zeros): a program that closed its stdin gets the socket moved up. Negative errno passes. */
 int fd_above_stdio(int fd)

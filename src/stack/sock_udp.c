@@ -76,13 +76,9 @@ static int udp_bind_claim(struct slip_stack *s, int sock, be32 addr, uint16_t po
     int rc = udp_sock__bind(s->udp, (slip_idx_t)sock, addr, port);
     if (rc == 0) {
         struct steer_key k;
-        struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
         steer_key(&k, addr, port);
-        for (unsigned i = 0; i < s->nifs && rc == 0; i++)
-            rc = steer__add(s->ifs[i].steer, &k, &v);
+        rc = udp_claim_keys(s, &k, NULL, reuseport != 0);
         if (rc < 0) {
-            for (unsigned i = 0; i < s->nifs; i++)
-                steer__del(s->ifs[i].steer, &k);
             udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
             udp_sock__alloc(s->udp);    /* hands back the same slot: the caller's handle stays open */
         }
@@ -199,10 +195,10 @@ int slip_udp__close(struct slip_stack *s, int sock)
         uint16_t lp;
         udp_sock__local(s->udp, u, &la, &lp);
         steer_key(&k, la, lp);
-        /* Other members of a SO_REUSEPORT group still need the key: only the last one removes it. */
+        /* Other members of a SO_REUSEPORT group in this stack still need the key: only the last
+         * one releases it (a group's key stays while other stacks are members). */
         if (!udp_sock__port_shared(s->udp, u, slip_socktab__udp_high(&s->t)))
-            for (unsigned i = 0; i < s->nifs; i++)
-                steer__del(s->ifs[i].steer, &k);
+            udp_unclaim_keys(s, &k, NULL, udp_sock__reuseport(s->udp, u));
     }
     if (udp_sock__bound(s->udp, u) && udp_sock__in6(s->udp, u))
         udp6_unclaim(s, sock);

@@ -30,8 +30,7 @@ void udp6_unclaim(struct slip_stack *s, int sock)
     udp_sock__local6(s->udp, (slip_idx_t)sock, &la, &lp);
     struct steer_key6 k;
     key6(&k, &la, lp);
-    for (unsigned i = 0; i < s->nifs; i++)
-        steer__del6(s->ifs[i].steer, &k);
+    udp_unclaim_keys(s, NULL, &k, udp_sock__reuseport(s->udp, (slip_idx_t)sock));
 }
 
 int slip_udp6__bind_bound(struct slip_stack *s, int sock, const struct wire_ipv6_addr *addr, uint32_t scope,
@@ -57,20 +56,10 @@ int slip_udp6__bind_bound(struct slip_stack *s, int sock, const struct wire_ipv6
     if (rc == 0) {
         struct steer_key6 k6;
         struct steer_key k4;
-        struct steer_val v = { .stack = (uint16_t)s->index, .pid = (uint32_t)g_stack_pid };
         key6(&k6, addr, port);
         steer_key(&k4, 0, port);
-        for (unsigned i = 0; i < s->nifs && rc == 0; i++) {
-            rc = steer__add6(s->ifs[i].steer, &k6, &v);
-            if (rc == 0 && dual)
-                rc = steer__add(s->ifs[i].steer, &k4, &v);
-        }
+        rc = udp_claim_keys(s, dual ? &k4 : NULL, &k6, reuseport != 0);
         if (rc < 0) {
-            for (unsigned i = 0; i < s->nifs; i++) {
-                steer__del6(s->ifs[i].steer, &k6);
-                if (dual)
-                    steer__del(s->ifs[i].steer, &k4);
-            }
             udp_sock__close(s->udp, &s->pool, (slip_idx_t)sock);
             udp_sock__alloc(s->udp);    /* the same slot: the caller's handle stays open */
         }

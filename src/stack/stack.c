@@ -519,6 +519,16 @@ void slip_stack__close(struct slip_stack *s)
         close(s->epfd);
     doorbell_close(s);
     devices_close(s);
+    if (s->guard && s->group) {
+        /* The guardian closes a stack whose processes are all gone: whatever it still claims in
+         * the group's XDP maps goes (a UDP socket's key, a SO_REUSEPORT group's membership), so
+         * no flow waits for its index to be taken again by a new stack to stop going nowhere. */
+        slip_lock__acquire(&s->group->claim_lock);
+        for (unsigned i = 0; i < s->nifs; i++)
+            if (s->ifs[i].steer)
+                steer__forget_stack(s->ifs[i].steer, s->index);
+        slip_lock__release(&s->group->claim_lock);
+    }
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *f = &s->ifs[i];
         /* Detach first so the kernel stops redirecting to sockets about to close. */

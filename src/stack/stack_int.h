@@ -245,6 +245,9 @@ int group_claim_index(struct slip_stack *s, char *err, size_t errlen);
 void group_token_name(const struct slip_stack *s, unsigned index, char *buf, size_t len);
 /* sock_udp6.c: lock held */
 void udp6_unclaim(struct slip_stack *s, int sock);
+/* claims.c: a bound UDP socket's keys in the XDP maps, a SO_REUSEPORT one's as a group member. */
+int udp_claim_keys(struct slip_stack *s, const struct steer_key *k4, const struct steer_key6 *k6, bool group);
+void udp_unclaim_keys(struct slip_stack *s, const struct steer_key *k4, const struct steer_key6 *k6, bool group);
 
 /* devices.c: at open and attach, once the interface's ports exist */
 int devices_wire(struct slip_stack *s, unsigned i, const struct fault *fault);

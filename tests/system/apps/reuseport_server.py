@@ -16,6 +16,7 @@ Modes:
   udp          one process, two UDP sockets with SO_REUSEPORT on the port, each datagram
                answered with the same line from the socket that received it
   single       one listener, numbered --index (two programs started so share the port)
+  single-udp   the same with one UDP socket
 
 Prints "ready" once every listener listens (the fork modes: once per process). Runs until SIGTERM."""
 import argparse
@@ -129,7 +130,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--addr", required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "fork-poll", "udp", "single"),
+    ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "fork-poll", "udp", "single",
+                                       "single-udp"),
                     default="one")
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--out", required=True)
@@ -137,8 +139,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if a.mode in ("one", "close-one"):
         serve({0: listener(a.addr, a.port), 1: listener(a.addr, a.port)}, a.out)
-    elif a.mode == "single":
-        serve({a.index: listener(a.addr, a.port)}, a.out)
+    elif a.mode in ("single", "single-udp"):
+        serve({a.index: listener(a.addr, a.port, a.mode == "single-udp")}, a.out)
     elif a.mode == "udp":
         serve({0: listener(a.addr, a.port, True), 1: listener(a.addr, a.port, True)}, a.out)
     elif a.mode == "fork-after":
