@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 
@@ -385,3 +386,62 @@ def test_sockperf_ping_pong_over_ipv6(bed6, slip, proto):
     assert kb["Udp6OutDatagrams"] == 0 and kb["Udp6InDatagrams"] == 0, kb
     # a few segments of the kernel's own (none expected) are tolerated, not one per message
     assert tcp_out < received // 100, (tcp_out, received)
+
+
+# A dual-stack SO_REUSEPORT UDP socket on [::]:port answering every datagram with its index.
+RP_SERVER = ("import socket, sys\n"
+             "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+             "s.bind(('::', int(sys.argv[1]))); print('ready', flush=True)\n"
+             "while True:\n"
+             "    d, p = s.recvfrom(100)\n"
+             "    s.sendto(sys.argv[2].encode(), p)\n")
+
+# From n new sockets per family (each a new source port): one datagram each, resent up to 5
+# times; prints the answers counted per family and answer.
+RP_CLIENT = ("import collections, json, socket, sys\n"
+             "seen = collections.Counter()\n"
+             "for fam, dst in ((socket.AF_INET6, sys.argv[1]), (socket.AF_INET, sys.argv[2])):\n"
+             "    for i in range(int(sys.argv[4])):\n"
+             "        u = socket.socket(fam, socket.SOCK_DGRAM); u.settimeout(1)\n"
+             "        got = 'none'\n"
+             "        for _ in range(5):\n"
+             "            u.sendto(b'x', (dst, int(sys.argv[3])))\n"
+             "            try:\n"
+             "                got = u.recv(100).decode(); break\n"
+             "            except socket.timeout:\n"
+             "                pass\n"
+             "        seen['%d %s' % (fam, got)] += 1\n"
+             "        u.close()\n"
+             "print(json.dumps(seen))\n")
+
+
+def test_udp6_reuseport_across_two_programs(bed6, slip):
+    """Two programs (two stacks) with a dual-stack SO_REUSEPORT UDP socket on one port share its
+    datagrams, over IPv6 and over IPv4 (the XDP program's member set for the IPv6 key and for the
+    IPv4 one): every datagram answered, each program answered some of each family, and b's kernel
+    carried none."""
+    a, b = bed6
+    port = PORT + 7
+    srv = []
+    try:
+        for i in range(2):
+            srv.append(b.popen(slip([PY, "-c", RP_SERVER, str(port), str(i)]), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True))
+            assert srv[-1].stdout.readline().strip() == "ready"
+        b6 = snmp6(b)
+        bu = b.run(["nstat", "-asz", "UdpInDatagrams"], check=True).stdout.split()
+        r = a.run([PY, "-c", RP_CLIENT, b.addr6, b.addr, str(port), "60"], timeout=120)
+        kb = diff(snmp6(b), b6)
+        k4 = int(b.run(["nstat", "-asz", "UdpInDatagrams"], check=True).stdout.split()[-2]) - int(bu[-2])
+    finally:
+        for p in srv:
+            p.kill()
+            p.wait()
+    assert r.returncode == 0, r.stderr[-2000:]
+    seen = json.loads(r.stdout)
+    print("answers (family, program):", seen, "b kernel Udp6 in", kb["Udp6InDatagrams"], "Udp in", k4)
+    six, four = int(socket.AF_INET6), int(socket.AF_INET)
+    assert sum(seen.values()) == 120 and not any(k.endswith("none") for k in seen), seen
+    assert all(seen.get(f"{f} {i}", 0) > 0 for f in (six, four) for i in (0, 1)), seen
+    assert kb["Udp6InDatagrams"] == 0 and k4 == 0, (kb, k4)
