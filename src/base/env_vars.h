@@ -45,7 +45,7 @@
     X(STACK_NAME, TEXT, POSIX, .def_doc = "run-PID (slipstream run sets it: a stack per program); unset under a bare LD_PRELOAD: a stack per process", \
       .doc = "processes started with the same name share one stack, as Onload's EF_NAME (slipstream run --name); at most 31 characters of [A-Za-z0-9._-]") \
     X(WORKER_STACKS, BOOL, POSIX, .def = "1", \
-      .doc = "a fork child holding nothing of its parent's stack but SO_REUSEPORT listeners moves to a stack of its own at its first accept or epoll_ctl on one (a stack per worker: nginx reuseport)") \
+      .doc = "a fork child holding nothing of its parent's stack but SO_REUSEPORT listeners moves to a stack of its own before it drops root (set*id) or at its first accept, epoll_ctl or poll/select on one (a stack per worker: nginx reuseport)") \
     X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
       .doc = "how long the last process of a stack keeps delivering written data at exit (and the stack's guardian, after every process was killed, what they had closed)") \
     X(IO_URING, BOOL, POSIX, .def = "0", \
