@@ -25,7 +25,7 @@ move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves 
 SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
 SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side.
 
-Receiver side (a second table): the same loss rates at ~0.1 ms, a kernel CUBIC sender in a to a
+Receiver side (a second table): the same loss rates and RTTs, a kernel CUBIC sender in a to a
 receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
 check), same bytes; the sender's retransmissions and RTO expiries (nstat in a) show how well each
 receiver's ACKs (SACK, D-SACK, immediate ACKs for holes) let the same sender recover.
@@ -153,19 +153,25 @@ def recv_side(tcp, tb, tool, nbytes, seed, stack, cc="cubic"):
             "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0)}
 
 
-def recv_point(tcp, testbed, build_dir, tool, prefix, pct, nbytes):
+def recv_point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
     tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="lossr").up()
+    fwd = None
     try:
-        tb.router_loss(pct, only_l4=True, build_dir=build_dir)
+        if rtt_ms:
+            fwd = start_delay(tb, build_dir, rtt_ms, pct)
+        else:
+            tb.router_loss(pct, only_l4=True, build_dir=build_dir)
         k_runs, s_runs = [], []
         for i in range(ROUNDS):
             seed = 200 + i
             for name, stack, runs in (("kernel receiver", False, k_runs), ("stack receiver ", True, s_runs)):
                 t0 = time.monotonic()
                 x = recv_side(tcp, tb, tool, nbytes, seed, stack)
-                log(f"{pct}% receive {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
+                log(f"{pct}% {rtt_ms} ms receive {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
                 runs.append(x)
     finally:
+        if fwd:
+            stop_delay(fwd)
         tb.down()
     return k_runs, s_runs
 
@@ -259,11 +265,12 @@ def run(repo, build_dir, quick=False, prefix="slb"):
                         f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
     rrows = []
     # SLIP_LOSS_RECV=0 skips the receiver-side table (sender-side A/B runs are shorter).
-    for pct in (rates if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
-        k_runs, s_runs = recv_point(tcp, testbed, build_dir, tool, prefix, pct, nbytes)
+    for rtt, pct in ([(r, p) for r in rtts for p in rates] if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
+        n = nbytes_rtt if rtt else nbytes
+        k_runs, s_runs = recv_point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
         ok = all(x["ok"] for x in k_runs + s_runs)
         km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
-        rrows.append(f"| {pct:g} % | ~0.1 ms | {nbytes // MiB} | {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
+        rrows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
                      f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
                      f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} |" + ("" if ok else " FAILED |"))
     rhead = (f"\na -> b (kernel CUBIC sender), receiver side: the kernel's receiver or the stack's in b, "
