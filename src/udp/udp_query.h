@@ -100,15 +100,15 @@ static inline uint64_t udp_sock__rx_datagrams(const struct udp_shared *sh, slip_
     return sh->socks[s].rx_datagrams;
 }
 
-/* Another socket among [0, high) is bound to the same IPv4 (address, port) in the IPv4 demux
- * (a SO_REUSEPORT group member), or to the same IPv6 (address, port): the last member of a
- * group is the one that gives up the steering claim. */
 /* SO_REUSEPORT was set when the socket was bound. */
 static inline bool udp_sock__reuseport(const struct udp_shared *sh, slip_idx_t s)
 {
     return sh->socks[s].reuseport != 0;
 }
 
+/* Another socket among [0, high) is bound to the same IPv4 (address, port) in the IPv4 demux
+ * (a SO_REUSEPORT group member), or to the same IPv6 (address, port): the last member of a
+ * group is the one that gives up the steering claim. */
 static inline bool udp_sock__port_shared(const struct udp_shared *sh, slip_idx_t s, uint32_t high)
 {
     const struct udp_sock *u = &sh->socks[s];
