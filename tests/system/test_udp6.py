@@ -313,15 +313,23 @@ def test_udp_sendto_follows_route_changes(bed6, slip):
             k4 = int(b.run(["nstat", "-asz", "UdpOutDatagrams"], check=True).stdout.split()[-2]) - int(k[1][-2])
             return got, k6, k4
 
+        def until(want):
+            # the control plane's netlink listener takes a route change a moment after `ip`
+            # returns: a phase before that may still see the old route, so look a few times
+            for _ in range(10):
+                time.sleep(0.3)
+                got = phase()
+                if got[0] == want:
+                    break
+            return got
+
         first = phase()
         for ip, pfx in moved:
             b.run([*ip, "add", pfx, "dev", "vx0"], check=True)
-        time.sleep(0.5)         # the control plane's netlink listener takes the change
-        away = phase()
+        away = until(["timeout", "timeout"])
         for ip, pfx in moved:
             b.run([*ip, "del", pfx, "dev", "vx0"], check=True)
-        time.sleep(0.5)
-        again = phase()
+        again = until(["ok", "ok"])
         cli.stdin.close()
         rc = cli.wait(timeout=15)
         err = cli.stderr.read()
