@@ -67,11 +67,17 @@ static uint32_t group_refill(struct pkt_pool *p, uint32_t want)
     return n;
 }
 
+/* The group's pool lock held: n frames of the stack's cache back to the group. */
+static void spill_locked(struct slip_stack *s, uint32_t n)
+{
+    move_frames(s->pool.frames, group_pool(s), n, s->pool.nframes);
+    s->group->spills++;
+}
+
 static void group_spill(struct slip_stack *s, uint32_t n)
 {
     slip_lock__acquire(&s->group->pool_lock);
-    move_frames(s->pool.frames, group_pool(s), n, s->pool.nframes);
-    s->group->spills++;
+    spill_locked(s, n);
     slip_lock__release(&s->group->pool_lock);
 }
 
@@ -102,10 +108,8 @@ void group_return_all(struct slip_stack *s)
     slip_lock__acquire(&s->group->pool_lock);
     __atomic_store_n(&s->shm->cache_closed, 1, __ATOMIC_RELAXED);
     uint32_t have = s->pool.frames->count;
-    if (have && have <= s->pool.nframes) {
-        move_frames(s->pool.frames, group_pool(s), have, s->pool.nframes);
-        s->group->spills++;
-    }
+    if (have && have <= s->pool.nframes)
+        spill_locked(s, have);
     slip_lock__release(&s->group->pool_lock);
 }
 
