@@ -31,7 +31,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROUNDS = 2
 PORT_BASE = 7000
-ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3", "neighbour", "workers"]
+ALL = ["nginx", "sockperf", "redis", "memcached", "iperf3", "neighbour", "workers", "threads"]
 
 
 def _load_tcp():
@@ -109,6 +109,7 @@ class Apps:
         self.a, self.b = tb.host("a"), tb.host("b")
         self.slip = str(build / "slipstream")
         self.steer_ctl = str(build / "tests" / "prog" / "steer_ctl")
+        self.http_threads = str(build / "tests" / "prog" / "http_threads")
         self.quick = quick
         self.tmp = tmp
         self.port = PORT_BASE
@@ -357,6 +358,33 @@ class Apps:
                         out[f"{name}{n}"] = r
                     except Exception as e:  # noqa: BLE001
                         out[f"{name}{n}"] = RuntimeError(one_line(e))
+            finally:
+                self.stop(srv)
+        return out
+
+    def threads(self, cfg, secs):
+        """tests/prog/http_threads with 1 thread, then 2 (a SO_REUSEPORT listener and an epoll
+        loop each: a stack per thread under slipstream), wrk keep-alive; server CPU per request;
+        after each slipstream run, the waits `slipstream stat` counts."""
+        out = {}
+        for n in (1, 2):
+            port = self.next_port()
+            srv = self.start(self.server_cfg(cfg), [self.http_threads, str(port), str(n)], port)
+            url = f"http://{self.b.addr}:{port}/"
+            try:
+                cmd = ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency", url]
+                try:
+                    w0 = self.stack_waits() if cfg != "kernel" else None
+                    (text, _), cpu, allcpu, mach = self.measured(srv, lambda: self.client(cmd, timeout=secs + 60))
+                    r = parse_wrk(text)
+                    r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
+                    if w0 is not None:
+                        w1 = self.stack_waits()
+                        waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
+                        r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
+                    out[f"ka{n}"] = r
+                except Exception as e:  # noqa: BLE001
+                    out[f"ka{n}"] = RuntimeError(one_line(e))
             finally:
                 self.stop(srv)
         return out
@@ -850,13 +878,34 @@ def run_workers(apps, out, plots):
                f"xsk.*.fill_busy and comp_busy.\n")
 
 
+def run_threads(apps, out, plots):
+    secs = 2 if apps.quick else 5
+    res = alternate(["kernel", "slip"], lambda c: apps.threads(c, secs), "threads")
+    rows = []
+    for n in (1, 2):
+        s = split(res, f"ka{n}")
+        label = f"keep-alive 64 conns, {n} thread{'s, a reuseport listener each' if n > 1 else ''}"
+        rows += [(f"{label}: req/s", s, "rps", True, 0),
+                 (f"{label}: req per server CPU-s", s, "per_cpu_s", True, 0),
+                 (f"{label}: p99 µs", s, "p99", False, 0)]
+        if n == 2:
+            rows.append((f"{label}: stacks in b", s, "stacks", True, 0))
+        rows.append((f"{label}: lock/ring waits per 1000 req", s, "waits_per_k", False, 3))
+    out.append(table("A thread per listener: 1 KiB answers, 1 thread vs 2 threads (wrk -t1 -c64 in a)", KS, rows,
+                     base="kernel"))
+    out.append(f"- `wrk -t1 -c64 -d{secs}s --latency http://198.18.0.2:PORT/` against "
+               f"`tests/prog/http_threads PORT N` (N threads, each with its own SO_REUSEPORT listener and "
+               f"epoll loop), N = 1 then 2, pinned to CPU 1 (both threads on it: the row measures the "
+               f"cost per request, not scaling), wrk on CPU 0. Waits as in the workers table.\n")
+
+
 RUNNERS = {"nginx": run_nginx, "sockperf": run_sockperf, "redis": run_redis,
            "memcached": run_memcached, "iperf3": run_iperf3, "neighbour": run_neighbour,
-           "workers": run_workers}
+           "workers": run_workers, "threads": run_threads}
 PROGRAMS = {"nginx": ["nginx", "wrk"], "sockperf": ["sockperf"], "redis": ["redis-server", "redis-benchmark"],
             "memcached": ["memcached", "memcslap"], "iperf3": ["iperf3"],
             "neighbour": ["redis-server", "redis-benchmark", "nginx", "curl", "wrk"],
-            "workers": ["nginx", "wrk"]}
+            "workers": ["nginx", "wrk"], "threads": ["wrk"]}
 
 
 def command_line(repo, prefix):

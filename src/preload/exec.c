@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/exe.h"
+#include "base/log.h"
 #include "base/env.h"
 #include "preload/preload.h"
 #include "stack/kfd.h"
@@ -48,9 +49,22 @@ int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, i
         if (f < 0)
             continue;
         bool survives = !(f & FD_CLOEXEC);
+        if (p->st) {
+            /* A thread stack is not handed over: the new image has no thread of this one. An exec
+             * gives up this process's reference as a close would; a spawned child gets none, and
+             * either way a surviving fd is only its kernel socket there (said once). */
+            if (!spawn) {
+                slip_sock__ref(pfd_stack(p), p->kind == PFD_TCP, p->sock, -1);
+                x->touched[x->ntouched++] = (struct exec_ref){ p->kind == PFD_TCP, p->st, p->sock };
+            }
+            static int warned;
+            if (survives && !warned++)
+                slip_warn("a socket of a thread's own stack is inherited by a new image: it is not accelerated there");
+            continue;
+        }
         if (survives == spawn) {
             slip_sock__ref_in(s, x->slot, p->kind == PFD_TCP, p->sock, x->delta);
-            x->touched[x->ntouched++] = (struct exec_ref){ p->kind == PFD_TCP, p->sock };
+            x->touched[x->ntouched++] = (struct exec_ref){ p->kind == PFD_TCP, 0, p->sock };
         }
         if (!survives)
             continue;
@@ -108,8 +122,13 @@ void exec_handoff__done(struct exec_handoff *x)
 
 void exec_handoff__undo(struct exec_handoff *x)
 {
-    for (int i = 0; i < x->ntouched; i++)
-        slip_sock__ref_in(g_pre.stack, x->slot, x->touched[i].tcp, x->touched[i].sock, -x->delta);
+    for (int i = 0; i < x->ntouched; i++) {
+        struct exec_ref *r = &x->touched[i];
+        if (r->st)
+            slip_sock__ref(preload_stack_at(r->st), r->tcp, r->sock, 1);
+        else
+            slip_sock__ref_in(g_pre.stack, x->slot, r->tcp, r->sock, -x->delta);
+    }
     exec_handoff__done(x);
 }
 

@@ -98,7 +98,7 @@ static int wait_room(struct pfd *p)
  * when nothing was done and the copying path should take the call. */
 static ssize_t frames_send(struct pfd *p, struct direct *d, bool cache, off_t start, size_t n)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     struct blk_stats *st = blk__stats();
     struct slip_tcp_zc z;
     size_t done = 0;

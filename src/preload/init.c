@@ -37,6 +37,7 @@ int (*real_ioctl)(int fd, unsigned long req, ...);
 
 struct preload_state g_pre;
 __thread int preload_depth;
+__thread uint8_t preload_thread_slot;
 
 int set_errno(int neg)
 {
@@ -257,6 +258,12 @@ void preload_unquiesce(void)
  * to a stack of its own (worker_takeover, under g_progress_mu). */
 static struct slip_stack *g_progress_stack;
 
+/* The stack in slot i the progress thread serves (slot 0: g_progress_stack), or NULL. */
+static struct slip_stack *progress_stack_at(int i)
+{
+    return i == 0 ? g_progress_stack : preload_stack_at(i);
+}
+
 static void *progress_main(void *arg)
 {
     (void)arg;
@@ -264,29 +271,50 @@ static void *progress_main(void *arg)
     slip_sandbox__thread_started();
     for (;;) {
         pthread_mutex_lock(&g_progress_mu);
-        struct slip_stack *s = g_progress_stack;
-        /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
-         * leaves them to the stack's other processes. */
-        if (!slip_sandbox__limited()) {
-            slip_stack__reap(s);    /* processes that died holding sockets: release them */
-            share_keep(s);          /* programs joining the stack */
+        /* Every stack of the process: its own and its threads' (each polled only when nobody
+         * has for PROGRESS_IDLE; the sleep is until the soonest of their deadlines). */
+        int wait_ms = 1000;
+        for (int i = 0; i < PRELOAD_STACKS; i++) {
+            struct slip_stack *s = progress_stack_at(i);
+            if (!s)
+                continue;
+            /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
+             * leaves them to the stack's other processes. */
+            if (!slip_sandbox__limited()) {
+                slip_stack__reap(s);    /* processes that died holding sockets: release them */
+                if (i == 0)
+                    share_keep(s);      /* programs joining the stack */
+                else if (slip_stack__token_fd(s) >= 0)
+                    slip_share__serve(s, slip_stack__token_fd(s));      /* `slipstream stat` */
+            }
+            int w = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
+            wait_ms = w < wait_ms ? w : wait_ms;
         }
-        int wait_ms = slip_stack__poll_if_idle(s, PROGRESS_IDLE);
         pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
-            int fds[SLIP_WAIT_FDS_MAX];
-            struct pollfd pf[SLIP_WAIT_FDS_MAX + 3];
-            int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX), k = 0;
-            for (int i = 0; i < n; i++)
-                /* Our own doorbell would wake us, and the bell other processes ring is for the
-                 * application's sleepers (who drain it). */
-                if (fds[i] != slip_stack__doorbell_fd(s) && fds[i] != slip_stack__peer_bell_fd(s))
-                    pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-            int lfds[3] = { g_share_fd, g_named_fd, slip_stack__token_fd(s) };
-            for (int i = 0; i < 3; i++)
+            struct pollfd pf[PRELOAD_STACKS * (SLIP_WAIT_FDS_MAX + 1) + 2];
+            int k = 0, t = 200;
+            for (int j = 0; j < PRELOAD_STACKS; j++) {
+                struct slip_stack *s = progress_stack_at(j);
+                if (!s)
+                    continue;
+                int fds[SLIP_WAIT_FDS_MAX];
+                int n = slip_stack__wait_fds(s, fds, SLIP_WAIT_FDS_MAX);
+                for (int i = 0; i < n; i++)
+                    /* Our own doorbell would wake us, and the bell other processes ring is for the
+                     * application's sleepers (who drain it). */
+                    if (fds[i] != slip_stack__doorbell_fd(s) && fds[i] != slip_stack__peer_bell_fd(s))
+                        pf[k++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+                if (slip_stack__token_fd(s) >= 0)
+                    pf[k++] = (struct pollfd){ .fd = slip_stack__token_fd(s), .events = POLLIN };
+                int ts = slip_stack__timeout_ms(s, 200);
+                t = ts >= 0 && ts < t ? ts : t;
+            }
+            int lfds[2] = { g_share_fd, g_named_fd };
+            for (int i = 0; i < 2; i++)
                 if (lfds[i] >= 0)
                     pf[k++] = (struct pollfd){ .fd = lfds[i], .events = POLLIN };
-            real_poll(pf, (nfds_t)k, slip_stack__timeout_ms(s, 200));
+            real_poll(pf, (nfds_t)k, t);
             /* Let an application thread that is polling anyway take what woke us. */
             struct timespec ts = { 0, (long)PROGRESS_IDLE };
             nanosleep(&ts, NULL);
@@ -376,6 +404,10 @@ static void stack_at_exit(void)
     char err[256];
     slip_env__get(SLIP_ENV_EXIT_LINGER_MS, &linger, err, sizeof(err));
     preload_depth++;
+    /* The threads' stacks first (nobody joins them: no tick), then the process's. */
+    for (int i = 1; i < PRELOAD_STACKS; i++)
+        if (preload_stack_at(i) && !slip_stack__held_here(preload_stack_at(i)))
+            slip_stack__exit(preload_stack_at(i), (int)linger, NULL);
     slip_stack__exit(g_pre.stack, (int)linger, share_keep);
     preload_depth--;
 }
@@ -402,8 +434,13 @@ static void dump_at_exit(void)
     if (g_pre.stack) {
         preload_depth++;
         fprintf(stderr, "slipstream: counters of pid %d:\n", (int)getpid());
-        slip_stack__dump(g_pre.stack, stderr);
-        slip_tcp__dump(g_pre.stack, stderr);
+        for (int i = 0; i < PRELOAD_STACKS; i++)
+            if (preload_stack_at(i)) {
+                if (i)
+                    fprintf(stderr, "slipstream: thread stack %s:\n", slip_stack__name(preload_stack_at(i)));
+                slip_stack__dump(preload_stack_at(i), stderr);
+                slip_tcp__dump(preload_stack_at(i), stderr);
+            }
         preload_depth--;
     }
 }
@@ -496,7 +533,7 @@ static void config_ifaces(struct slip_config *cfg)
  * together may both find nobody serving: the one whose open fails because the other took the
  * interfaces joins that group once it serves. The interfaces may also still be held by the
  * guardian of a stack whose programs all ended (it lets go within a second): open again. */
-static int open_or_join(struct slip_config *cfg, struct slip_stack **out, char *err, size_t errlen)
+static int open_or_join(struct slip_config *cfg, bool by_name, struct slip_stack **out, char *err, size_t errlen)
 {
     /* For up to 3 s. Each step can fail for a moment: the serving process may be busy, exiting
      * (its connection resets) or no longer allowed to serve, and another process of the stack
@@ -506,7 +543,7 @@ static int open_or_join(struct slip_config *cfg, struct slip_stack **out, char *
     bool warned = false;
     int rc = -ENOENT;
     char named[160] = "";
-    if (g_share_name[0] && cfg->stack_name[0])
+    if (g_share_name[0] && cfg->stack_name[0] && by_name)
         snprintf(named, sizeof(named), "%s/n/%s", g_share_name, cfg->stack_name);
     for (int i = 0; i < 30; i++) {
         if (i) {
@@ -557,14 +594,16 @@ static int open_or_join(struct slip_config *cfg, struct slip_stack **out, char *
         if ((rc != -EBUSY && rc != -EEXIST) || !g_share_name[0])
             break;
     }
-    share_drop(&g_named_fd);    /* no stack of ours to serve under the name */
+    if (by_name)
+        share_drop(&g_named_fd);    /* no stack of ours to serve under the name */
     return rc;
 }
 
 /* Opens (or joins) a stack for this process into *out: 0, or negative errno with the warning
  * printed. A worker moving to a stack of its own (g_left_stack set) gets one named after its
- * parent's. */
-static int open_stack(struct slip_stack **out)
+ * parent's; a thread stack (thread_name) is opened in the group under that name, which is not
+ * served (nobody joins a thread's stack). */
+int preload_open_stack(struct slip_stack **out, const char *thread_name)
 {
     struct slip_config cfg;
     char err[256] = "";
@@ -578,7 +617,9 @@ static int open_stack(struct slip_stack **out)
     else if (cfg.nifaces == 0)
         snprintf(err, sizeof(err), "no interface to accelerate (set SLIP_IFACES or --iface)");
     else if ((rc = slip_config__from_env(&cfg, err, sizeof(err))) == 0) {
-        if (g_left_stack) {
+        if (thread_name) {
+            snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", thread_name);
+        } else if (g_left_stack) {
             /* A worker's own stack: named after its parent's and its pid (unique, joinable). */
             char nm[64];
             snprintf(nm, sizeof(nm), "%s.%d", slip_stack__name(g_left_stack), (int)getpid());
@@ -591,11 +632,13 @@ static int open_stack(struct slip_stack **out)
             slip_info("opening the stack %s of the program that sent us sockets", g_peer_stack_name);
             snprintf(cfg.stack_name, sizeof(cfg.stack_name), "%s", g_peer_stack_name);
         }
-        rc = open_or_join(&cfg, out, err, sizeof(err));
+        rc = open_or_join(&cfg, !thread_name, out, err, sizeof(err));
     }
     if (rc < 0) {
         *out = NULL;
-        if (g_left_stack)
+        if (thread_name)
+            fprintf(stderr, "slipstream: warning: this thread stays on its process's stack: %s\n", err);
+        else if (g_left_stack)
             fprintf(stderr, "slipstream: warning: this worker stays on its parent's stack: %s\n", err);
         else if (g_pre.strict)
             fprintf(stderr, "slipstream: error: %s\n", err);
@@ -608,7 +651,7 @@ static int open_stack(struct slip_stack **out)
 static struct slip_stack *stack_open_once(void)
 {
     struct slip_stack *s;
-    if (open_stack(&s) == 0) {
+    if (preload_open_stack(&s, NULL) == 0) {
         g_pre.stack = s;
         progress_start();
         progress_atfork_register();
@@ -648,7 +691,7 @@ static int worker_takeover(int use_fd)
         if (!p || p->kind == PFD_EPOLL)
             continue;
         reuse = 0;
-        if (p->kind != PFD_TCP || !p->listening || p->left_sock ||
+        if (p->kind != PFD_TCP || !p->listening || p->left_sock || p->st ||
             real_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &rl) < 0 || !reuse)
             return -1;
         n++;
@@ -662,7 +705,7 @@ static int worker_takeover(int use_fd)
     share_drop(&g_named_fd);
     g_left_stack = from;
     struct slip_stack *to;
-    open_stack(&to);
+    preload_open_stack(&to, NULL);
     int copies[1024];
     int nc = 0, rc = to ? 0 : -1;
     for (int fd = 0; fd < g_pre.nfds && rc == 0; fd++) {
@@ -731,6 +774,11 @@ static void worker_listen(int fd, struct pfd *p)
     preload_depth--;
 }
 
+bool preload_is_worker(void)
+{
+    return g_left_stack != NULL;
+}
+
 void preload_worker_forget(struct pfd *p)
 {
     if (p->left_sock && g_left_stack) {
@@ -766,7 +814,7 @@ void preload_listener_use(int fd, struct pfd *p)
         worker_takeover(fd);    /* when it moved, p names the copy, which listens */
         preload_depth--;
     }
-    slip_tcp__listener_used(g_pre.stack, p->sock);
+    slip_tcp__listener_used(pfd_stack(p), p->sock);
 }
 
 /* _exit and _Exit end the process without exit handlers: the progress thread must be outside the

@@ -12,7 +12,7 @@
 #include "stack/stack.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define OWN_MAX 64
+#define OWN_MAX (64 * PRELOAD_STACKS)
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -20,13 +20,13 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The stack's fds in this process, sorted when asked (close() only looks for one). */
+/* The stacks' fds in this process, sorted when asked (close() only looks for one). */
 static int own_fds(int *fds, bool sort)
 {
-    struct slip_stack *s = g_pre.stack;
-    if (!s)
-        return 0;
-    int n = slip_stack__own_fds(s, fds, OWN_MAX);
+    int n = 0;
+    for (int i = 0; i < PRELOAD_STACKS; i++)    /* the process's stack and its threads' */
+        if (preload_stack_at(i))
+            n += slip_stack__own_fds(preload_stack_at(i), fds + n, OWN_MAX - n);
     if (sort)
         qsort(fds, (size_t)n, sizeof(int), cmp_int);
     return n;

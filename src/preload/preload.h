@@ -12,6 +12,9 @@
 
 struct slip_stack;
 
+/* Stacks one process may have: its own and up to PRELOAD_STACKS - 1 thread stacks. */
+#define PRELOAD_STACKS 8
+
 enum pfd_kind { PFD_NONE, PFD_TCP, PFD_UDP, PFD_EPOLL };
 
 struct uepoll_ent {
@@ -25,6 +28,7 @@ struct uepoll_ent {
      * epoll on the open file, not the number): readiness comes from the socket itself. */
     bool detached;
     uint8_t kind;
+    uint8_t st;                 /* the member's stack slot (pfd.st); nested epoll sets: 0 */
     int sock;
     /* When epoll_wait last computed its readiness (TCP): the socket's event generation then,
      * and whether it was ready. Unset after EPOLL_CTL_ADD/MOD. */
@@ -39,7 +43,12 @@ struct uepoll {
     struct uepoll_ent *ents;
     uint32_t epoch_seen;        /* g_ready_epoch at the last look at every entry ... */
     uint64_t all_ms;            /* ... and when (CLOCK_MONOTONIC ms) */
-    bool stack_fds_added;       /* the stack's wake fds are in the kernel set */
+    bool stack_fds_added;       /* the process stack's wake fds are in the kernel set */
+    /* Members per stack slot, and nested epoll sets among them (which may hold any stack's);
+     * thread stacks (slots 1..) whose wake fds are in the kernel set, by bit. */
+    uint32_t per_st[PRELOAD_STACKS];
+    uint32_t nested;
+    uint32_t thread_fds_added;
     bool accept_bell_added;     /* the stack's accept bell is in the kernel set */
     int epfd;
     struct uepoll *next, *prev; /* every set of the process, so close() can leave them all */
@@ -51,8 +60,8 @@ void uepoll_forget_fd(int fd);
 void uepoll_atfork_child(void);
 /* close(fd) of a socket another fd of this process still refers to: keep its registrations;
  * close of the last one: drop them. */
-void uepoll_detach_fd(int fd, uint8_t kind, int sock);
-void uepoll_forget_sock(uint8_t kind, int sock);
+void uepoll_detach_fd(int fd, uint8_t kind, uint8_t st, int sock);
+void uepoll_forget_sock(uint8_t kind, uint8_t st, int sock);
 void uepoll_free(struct uepoll *ep);
 
 struct pfd {
@@ -77,6 +86,8 @@ struct pfd {
     uint8_t zerocopy, zc_pending;
     uint8_t recvpktinfo6;       /* IPV6_RECVPKTINFO on an AF_INET6 UDP socket (udp6.c) */
     uint8_t used;               /* a listener this process accepted or waited on (preload_listener_use) */
+    uint8_t st;                 /* the stack the socket lives in: g_pre.stacks[st] (0: the process's) */
+    int tid;                    /* a listener: the thread that called listen() (thread stacks, init.c) */
     int left_sock;              /* a worker's listener not used yet: its socket in the stack the worker
                                  * left, + 1 (sock is a copy that does not listen yet); 0 none */
     uint32_t zc_next, zc_lo, zc_hi;
@@ -88,7 +99,12 @@ struct preload_state {
     bool strict;
     int spin_usec;
     int epoll_all_ms;           /* SLIP_EPOLL_ALL_MS: epoll_wait looks at every entry this often */
-    struct slip_stack *stack;
+    struct slip_stack *stack;   /* the process's stack (slot 0 of stacks) */
+    /* Slot 0 is always the process's stack (stack above, which changes once when a worker moves
+     * to its own); 1.. are thread stacks (init.c, SLIP_THREAD_STACKS), opened and never reused
+     * while the process lives. nstacks: slots in use, stored last when a slot is filled. */
+    struct slip_stack *stacks[PRELOAD_STACKS];
+    int nstacks;
     struct pfd *fds;
     int nfds;
 };
@@ -120,6 +136,27 @@ static inline struct pfd *pfd_get(int fd)
     return p->kind == PFD_NONE ? NULL : p;
 }
 struct pfd *pfd_new(int fd);
+/* The stack behind accelerated socket p. */
+static inline struct slip_stack *pfd_stack(const struct pfd *p)
+{
+    return p->st ? g_pre.stacks[p->st] : g_pre.stack;
+}
+/* The stack in slot i (0: the process's), or NULL. */
+static inline struct slip_stack *preload_stack_at(int i)
+{
+    return i == 0 ? g_pre.stack : i < __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE) ? g_pre.stacks[i] : NULL;
+}
+/* The slot of the stack new sockets of this thread go to (0 unless it has a thread stack). */
+extern __thread uint8_t preload_thread_slot;
+/* listen() of p succeeded: a thread that listens on a SO_REUSEPORT port another thread of this
+ * process already listens on moves the listener (and, from then on, its new sockets) to a stack
+ * of its own (init.c, SLIP_THREAD_STACKS). */
+void preload_thread_listen(int fd, struct pfd *p);
+/* Opens (or joins) this process's stack into *out, or with thread_name a thread stack in its
+ * group (init.c): 0, or negative errno with one warning line printed. */
+int preload_open_stack(struct slip_stack **out, const char *thread_name);
+/* This process is a worker that moved to a stack of its own (init.c). */
+bool preload_is_worker(void);
 void pfd_clear(int fd);
 /* Process p's listener fd is about to be accepted from or waited on (accept, epoll_ctl ADD, poll/select):
  * the first time, a fork child may move to a stack of its own (SLIP_WORKER_STACKS; init.c), and
@@ -146,6 +183,8 @@ void preload_attach_inherited(void);
  * exec (this process becomes the image) and posix_spawn/system (a child becomes it). */
 struct exec_ref {
     bool tcp;
+    uint8_t st;                 /* 0: counted in slot `slot` of the process stack; else a thread
+                                 * stack's socket whose reference this process gave up */
     int sock;
 };
 struct exec_handoff {

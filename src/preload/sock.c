@@ -34,7 +34,7 @@ void pfd_clear(int fd)
 /* Drops one reference to the stack socket behind p; closes it with the last one. */
 void preload_sock_unref(struct pfd *p)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     bool tcp = p->kind == PFD_TCP;
     if (p->left_sock)
         preload_worker_forget(p);
@@ -57,18 +57,18 @@ void preload_release(int fd)
 unsigned pfd_poll(struct pfd *p)
 {
     if (p->kind == PFD_TCP) {
-        unsigned ev = slip_tcp__poll(g_pre.stack, p->sock);
+        unsigned ev = slip_tcp__poll(pfd_stack(p), p->sock);
         /* SO_RCVLOWAT (Linux tcp_poll/tcp_stream_is_readable): readable only with that much
          * queued, unless the stream ended or failed. */
         struct slip_tcp_info in;
         if (p->rcvlowat && (ev & EPOLLIN) && !(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) &&
-            slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
+            slip_tcp__info(pfd_stack(p), p->sock, &in) == 0 && in.rcv_queued < (uint32_t)p->rcvlowat)
             ev &= ~(unsigned)(EPOLLIN | EPOLLRDNORM);
         /* POLLERR while a zero-copy completion waits on the error queue (zerocopy.c). */
         return ev | (p->zc_pending ? EPOLLERR : 0u);
     }
     if (p->kind == PFD_UDP)
-        return slip_udp__poll(g_pre.stack, p->sock) | (p->zc_pending ? EPOLLERR : 0u);
+        return slip_udp__poll(pfd_stack(p), p->sock) | (p->zc_pending ? EPOLLERR : 0u);
     return 0;
 }
 
@@ -99,6 +99,9 @@ int pre_socket(int domain, int type, int protocol)
     struct slip_stack *s = preload_stack();
     if (!s)
         return fd;
+    uint8_t st = preload_thread_slot;
+    if (st)
+        s = g_pre.stacks[st];           /* a thread with a stack of its own (init.c) */
     int sock = tcp ? slip_tcp__open(s) : slip_udp__open(s);
     if (sock < 0) {
         static int warned;
@@ -117,6 +120,7 @@ int pre_socket(int domain, int type, int protocol)
     }
     p->kind = tcp ? PFD_TCP : PFD_UDP;
     p->sock = sock;
+    p->st = st;
     p->nonblock = (type & SOCK_NONBLOCK) != 0;
     p->v6 = domain == AF_INET6;
     slip_sock__ref(s, tcp, sock, 1);
@@ -151,7 +155,7 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
             preload_release(fd);
         return r;
     }
-    if (!v4 || !slip_stack__owns_addr(g_pre.stack, addr) || (p->v6 && pre_v6only(fd))) {
+    if (!v4 || !slip_stack__owns_addr(pfd_stack(p), addr) || (p->v6 && pre_v6only(fd))) {
         /* Loopback, an address of another interface or a v6-only socket: the kernel's socket. */
         preload_release(fd);
         return real_bind(fd, sa, len);
@@ -161,11 +165,11 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
          * stack takes the same IPv4 address and port. */
         if (real_bind(fd, sa, len) < 0)
             return -1;
-        int rc = slip_udp__bind_bound(g_pre.stack, p->sock, addr, fd);
+        int rc = slip_udp__bind_bound(pfd_stack(p), p->sock, addr, fd);
         return rc < 0 ? set_errno(rc) : 0;
     }
     if (p->kind == PFD_UDP) {
-        int rc = slip_udp__bind_kfd(g_pre.stack, p->sock, addr, port, fd);
+        int rc = slip_udp__bind_kfd(pfd_stack(p), p->sock, addr, port, fd);
         return rc < 0 ? set_errno(rc) : 0;
     }
     /* Connections of the stack on that port (accepted children, TIME_WAIT) have no kernel socket
@@ -173,16 +177,13 @@ int pre_bind(int fd, const struct sockaddr *sa, socklen_t len)
     int ra = 0;
     socklen_t rl = sizeof(ra);
     if (port && (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &ra, &rl) < 0 || !ra) &&
-        slip_tcp__port_busy(g_pre.stack, addr, port))
+        slip_tcp__port_busy(pfd_stack(p), addr, port))
         return set_errno(-EADDRINUSE);
     return real_bind(fd, sa, len);     /* TCP: the kernel socket holds the address until listen/connect */
 }
 
-int pre_listen(int fd, int backlog)
+static int listen_sock(int fd, struct pfd *p, int backlog)
 {
-    struct pfd *p = pfd_get(fd);
-    if (!p || p->kind != PFD_TCP)
-        return real_listen(fd, backlog);
     struct sockaddr_storage ss = { 0 };
     socklen_t sl = sizeof(ss);
     be32 addr = 0;
@@ -205,7 +206,7 @@ int pre_listen(int fd, int backlog)
         real_getsockname(fd, (struct sockaddr *)&ss, &sl);
         pre_sa_v4(p, (struct sockaddr *)&ss, sl, false, &addr, &port);
     }
-    int rc = slip_tcp__listen_kfd(g_pre.stack, p->sock, addr, port, backlog > 0 ? backlog : 128, fd);
+    int rc = slip_tcp__listen_kfd(pfd_stack(p), p->sock, addr, port, backlog > 0 ? backlog : 128, fd);
     if (rc < 0)
         return set_errno(rc);
     p->listening = 1;
@@ -215,6 +216,19 @@ int pre_listen(int fd, int backlog)
     return 0;
 }
 
+int pre_listen(int fd, int backlog)
+{
+    struct pfd *p = pfd_get(fd);
+    if (!p || p->kind != PFD_TCP)
+        return real_listen(fd, backlog);
+    bool again = p->listening;
+    int rc = listen_sock(fd, p, backlog);
+    p = pfd_get(fd);
+    if (rc == 0 && !again && p && p->kind == PFD_TCP && p->listening)
+        preload_thread_listen(fd, p);
+    return rc;
+}
+
 static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
     struct pfd *p = pfd_get(fd);
@@ -222,7 +236,7 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
         preload_listener_use(fd, p);
     if (!p || p->kind != PFD_TCP || !p->listening)
         return real_accept4(fd, sa, len, flags);
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     for (;;) {
         be32 ra;
         uint16_t rp;
@@ -239,6 +253,7 @@ static int accept_common(int fd, struct sockaddr *sa, socklen_t *len, int flags)
             }
             np->kind = PFD_TCP;
             np->sock = c;
+            np->st = p->st;             /* a connection lives in its listener's stack */
             np->nonblock = (flags & SOCK_NONBLOCK) != 0;
             if (p->zerocopy) {
                 /* Linux: an accepted socket inherits SO_ZEROCOPY from its listener. */
@@ -287,7 +302,7 @@ int pre_connect(int fd, const struct sockaddr *sa, socklen_t len)
     uint16_t dport;
     if (!p || p->kind == PFD_EPOLL)
         return real_connect(fd, sa, len);
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     if (sa && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNSPEC && p->kind == PFD_UDP) {
         int rc = slip_udp__connect(s, p->sock, 0, 0);
         return rc < 0 ? set_errno(rc) : 0;
@@ -401,10 +416,10 @@ int pre_shutdown(int fd, int how)
     if (!p || p->kind != PFD_TCP)
         return real_shutdown(fd, how);
     struct slip_tcp_info in;    /* Linux's inet_shutdown: an attempt that got through is connected for good */
-    if (p->connecting && slip_tcp__info(g_pre.stack, p->sock, &in) == 0 && in.state != TCP_SYN_SENT &&
+    if (p->connecting && slip_tcp__info(pfd_stack(p), p->sock, &in) == 0 && in.state != TCP_SYN_SENT &&
         in.state != TCP_SYN_RECV && in.state != TCP_CLOSE)
         p->connecting = 0;
-    int rc = slip_tcp__shutdown(g_pre.stack, p->sock, how);
+    int rc = slip_tcp__shutdown(pfd_stack(p), p->sock, how);
     if (rc == 0 && p->listening && how != SHUT_WR) {
         /* it no longer listens: nor does its kernel twin (a thread blocked in accept wakes) */
         p->listening = 0;
@@ -423,12 +438,12 @@ int pre_getsockname(int fd, struct sockaddr *sa, socklen_t *len)
         return 0;
     /* An AF_INET6 socket on any address: its kernel socket is bound the same way, and says
      * :: or ::ffff:0.0.0.0 as the application bound it. */
-    if (p && p->kind == PFD_TCP && slip_tcp__local(g_pre.stack, p->sock, &a, &port) == 0 && port &&
+    if (p && p->kind == PFD_TCP && slip_tcp__local(pfd_stack(p), p->sock, &a, &port) == 0 && port &&
         (a || !p->v6)) {
         pre_sa_fill(p, sa, len, a, port);
         return 0;
     }
-    if (p && p->kind == PFD_UDP && slip_udp__local(g_pre.stack, p->sock, &a, &port) == 0 && port &&
+    if (p && p->kind == PFD_UDP && slip_udp__local(pfd_stack(p), p->sock, &a, &port) == 0 && port &&
         (a || !p->v6)) {
         pre_sa_fill(p, sa, len, a, port);
         return 0;
@@ -445,7 +460,7 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
         return real_getpeername(fd, sa, len);
     if (p->kind == PFD_UDP && p->v6) {
         struct slip_udp_peer peer;
-        int rc = slip_udp6__peer(g_pre.stack, p->sock, &peer);
+        int rc = slip_udp6__peer(pfd_stack(p), p->sock, &peer);
         if (rc < 0)
             return set_errno(rc);
         pre_sa_fill_peer(p, sa, len, &peer);
@@ -454,8 +469,8 @@ int pre_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
     int e6;
     if (p->kind == PFD_TCP && pre_tcp6_name(p, true, sa, len, &e6))
         return e6 < 0 ? set_errno(e6) : 0;
-    int rc = p->kind == PFD_TCP ? slip_tcp__peer(g_pre.stack, p->sock, &a, &port)
-                                : slip_udp__peer(g_pre.stack, p->sock, &a, &port);
+    int rc = p->kind == PFD_TCP ? slip_tcp__peer(pfd_stack(p), p->sock, &a, &port)
+                                : slip_udp__peer(pfd_stack(p), p->sock, &a, &port);
     if (rc < 0)
         return set_errno(rc);
     pre_sa_fill(p, sa, len, a, port);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "base/log.h"
 #include "preload/file.h"
 #include "preload/preload.h"
 #include "stack/stack.h"
@@ -27,14 +28,15 @@ static void note_ino(struct slip_stack *s, bool tcp, int sock, int fd)
  * of this process still refers to the socket (dup): the kernel keys them on the open file. */
 static void close_sock_fd(int fd, struct pfd *p)
 {
-    uint8_t kind = p->kind;
+    uint8_t kind = p->kind, st = p->st;
     int sock = p->sock;
+    struct slip_stack *s = pfd_stack(p);
     preload_release(fd);
-    if (slip_proc__held(g_pre.stack, kind == PFD_TCP, sock) > 0) {
-        uepoll_detach_fd(fd, kind, sock);
+    if (slip_proc__held(s, kind == PFD_TCP, sock) > 0) {
+        uepoll_detach_fd(fd, kind, st, sock);
     } else {
         uepoll_forget_fd(fd);
-        uepoll_forget_sock(kind, sock);
+        uepoll_forget_sock(kind, st, sock);
     }
 }
 
@@ -106,6 +108,15 @@ int preload_pass_rights(const struct msghdr *m, int dir)
             struct pfd *p = pfd_get(f);
             if (!p || (p->kind != PFD_TCP && p->kind != PFD_UDP))
                 continue;
+            if (p->st) {
+                /* A thread stack is this process's alone: nobody else can find the socket in it,
+                 * so no reference travels (the receiver gets the kernel socket). */
+                static int warned;
+                if (dir > 0 && !warned++)
+                    slip_warn("a socket of a thread's own stack was passed to another process: it is not "
+                              "accelerated there");
+                continue;
+            }
             if (dir > 0) {
                 note_ino(g_pre.stack, p->kind == PFD_TCP, p->sock, f);
                 slip_sock__pass_out(g_pre.stack, p->kind == PFD_TCP, p->sock);
@@ -144,7 +155,7 @@ static int dup_into(int oldfd, int newfd)
         return newfd;
     g_pre.fds[newfd] = *p;
     if (p->kind == PFD_TCP || p->kind == PFD_UDP) {
-        slip_sock__ref(g_pre.stack, p->kind == PFD_TCP, p->sock, 1);
+        slip_sock__ref(pfd_stack(p), p->kind == PFD_TCP, p->sock, 1);
         if (newfd <= 2)
             preload_stdio_std(newfd);   /* inetd style: dup2(conn, 1), then printf */
     } else if (p->kind == PFD_EPOLL) {
@@ -200,30 +211,41 @@ int pre_fcntl(int fd, int cmd, long arg)
         dup_into(fd, r);
     return r;
 }
+/* Without a slot for a fork child in stack i: its references counted in this process's. */
+static void fork_refs(int i, int delta)
+{
+    struct slip_stack *s = preload_stack_at(i);
+    for (int fd = 0; fd < g_pre.nfds; fd++) {
+        struct pfd *p = &g_pre.fds[fd];
+        if ((p->kind == PFD_TCP || p->kind == PFD_UDP) && p->st == i)
+            slip_sock__ref(s, p->kind == PFD_TCP, p->sock, delta);
+    }
+}
+
 pid_t pre_fork(void)
 {
     /* Both processes keep every socket: count the child's copies before it exists, in a slot of
-     * its own so they are given back if it dies without closing them. */
-    struct slip_stack *s = g_pre.stack;
-    int slot = s ? slip_proc__reserve(s, true) : -1;
-    if (s && slot < 0)
-        for (int fd = 0; fd < g_pre.nfds; fd++) {
-            struct pfd *p = &g_pre.fds[fd];
-            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
-                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, 1);
-        }
-    pid_t pid = real_fork();
-    if (s && slot >= 0) {
-        int e = errno;
-        slip_proc__started(s, slot, pid);
-        errno = e;
-    } else if (pid < 0 && s) {
-        for (int fd = 0; fd < g_pre.nfds; fd++) {
-            struct pfd *p = &g_pre.fds[fd];
-            if (p->kind == PFD_TCP || p->kind == PFD_UDP)
-                slip_sock__ref(s, p->kind == PFD_TCP, p->sock, -1);
-        }
+     * its own in each stack so they are given back if it dies without closing them. */
+    int slot[PRELOAD_STACKS];
+    int ns = g_pre.stack ? __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE) : 0;
+    if (g_pre.stack && ns < 1)
+        ns = 1;
+    for (int i = 0; i < ns; i++) {
+        struct slip_stack *s = preload_stack_at(i);
+        slot[i] = s ? slip_proc__reserve(s, true) : -1;
+        if (s && slot[i] < 0)
+            fork_refs(i, 1);
     }
+    pid_t pid = real_fork();
+    int e = errno;
+    for (int i = 0; i < ns; i++) {
+        struct slip_stack *s = preload_stack_at(i);
+        if (s && slot[i] >= 0)
+            slip_proc__started(s, slot[i], pid);
+        else if (s && pid < 0)
+            fork_refs(i, -1);
+    }
+    errno = e;
     return pid;
 }
 

@@ -28,7 +28,7 @@ static ssize_t tcp_send(struct pfd *p, const struct iovec *iov, int iovcnt, int 
 
 static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt, int flags)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     size_t total = 0, done = 0;
     for (int i = 0; i < iovcnt; i++)
         total += iov[i].iov_len;
@@ -75,7 +75,7 @@ static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt,
 
 static ssize_t tcp_recv(struct pfd *p, void *buf, size_t len, int flags)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
     size_t done = 0;
     if (len == 0)
@@ -121,7 +121,7 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
     if (p->v6) {
         be32 la;
         uint16_t lp;
-        if (slip_udp__local(g_pre.stack, p->sock, &la, &lp) == 0 && !lp) {
+        if (slip_udp__local(pfd_stack(p), p->sock, &la, &lp) == 0 && !lp) {
             /* Unbound: bind the kernel socket to [::]:0 and the stack to its port (both
              * families unless v6-only), so that every datagram leaves from one port, whichever
              * of the stack or the kernel socket (loopback) sends it, as on Linux. */
@@ -140,19 +140,19 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
         uint16_t dp6 = 0;
         struct slip_udp_peer peer;
         int r6 = sa ? pre_udp6_dst(p, sa, sl, &d6, &scope, &dp6)
-                    : (slip_udp6__peer(g_pre.stack, p->sock, &peer) == 0 && peer.v6);
+                    : (slip_udp6__peer(pfd_stack(p), p->sock, &peer) == 0 && peer.v6);
         if (r6 < 0) {
             struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sl, .msg_iov = (struct iovec *)iov,
                                 .msg_iovlen = (size_t)iovcnt };
             return real_sendmsg(fd, &m, flags);
         }
         if (r6 == 1) {
-            if (slip_udp__poll(g_pre.stack, p->sock) & SLIP_EV_ERR) {
-                int e = slip_udp__so_error(g_pre.stack, p->sock);
+            if (slip_udp__poll(pfd_stack(p), p->sock) & SLIP_EV_ERR) {
+                int e = slip_udp__so_error(pfd_stack(p), p->sock);
                 if (e)
                     return set_errno(e < 0 ? e : -e);
             }
-            ssize_t n = slip_udp6__sendmsg(g_pre.stack, p->sock, iov, iovcnt, sa ? &d6 : NULL, dp6, scope);
+            ssize_t n = slip_udp6__sendmsg(pfd_stack(p), p->sock, iov, iovcnt, sa ? &d6 : NULL, dp6, scope);
             return n < 0 ? set_errno((int)n) : n;
         }
     }
@@ -160,9 +160,9 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
         bool v4 = pre_sa_v4(p, sa, sl, false, &dst, &dport);
         if (!v4 && !p->v6)
             return set_errno(-EINVAL);
-        uint32_t seq = slip_stack__ctl_seq(g_pre.stack) | 1u;     /* never 0: 0 means no answer */
+        uint32_t seq = slip_stack__ctl_seq(pfd_stack(p)) | 1u;     /* never 0: 0 means no answer */
         bool via_us = v4 && p->via_us_seq == seq && p->via_us_dst == dst;
-        if (!via_us && v4 && slip_stack__routes_via_us(g_pre.stack, dst)) {
+        if (!via_us && v4 && slip_stack__routes_via_us(pfd_stack(p), dst)) {
             p->via_us_dst = dst;
             p->via_us_seq = seq;
             via_us = true;
@@ -177,19 +177,19 @@ static ssize_t udp_sendv(int fd, struct pfd *p, const struct iovec *iov, int iov
     }
     /* A pending error (ICMP port unreachable on a connected socket) is reported by the next send
      * too, once, as Linux's sock_alloc_send_skb does. */
-    if (slip_udp__poll(g_pre.stack, p->sock) & SLIP_EV_ERR) {
-        int e = slip_udp__so_error(g_pre.stack, p->sock);
+    if (slip_udp__poll(pfd_stack(p), p->sock) & SLIP_EV_ERR) {
+        int e = slip_udp__so_error(pfd_stack(p), p->sock);
         if (e)
             return set_errno(e < 0 ? e : -e);
     }
-    ssize_t n = slip_udp__sendmsg(g_pre.stack, p->sock, iov, iovcnt, dst, dport);
+    ssize_t n = slip_udp__sendmsg(pfd_stack(p), p->sock, iov, iovcnt, dst, dport);
     return n < 0 ? set_errno((int)n) : n;
 }
 
 static ssize_t udp_recv(int fd, struct pfd *p, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl,
                         int *mflags, struct slip_udp_peer *peer_out)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     bool nb = p->nonblock || (flags & MSG_DONTWAIT);
     for (;;) {
         be32 a;

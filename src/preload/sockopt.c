@@ -31,7 +31,7 @@ static int put_int(void *val, socklen_t *len, int v)
 static int tcp_info_fill(struct pfd *p, int fd, void *val, socklen_t *len)
 {
     struct slip_tcp_info in;
-    int rc = slip_tcp__info(g_pre.stack, p->sock, &in);
+    int rc = slip_tcp__info(pfd_stack(p), p->sock, &in);
     if (rc < 0)
         return set_errno(rc);
     rc = pre_tcpinfo__fill(fd, &in, val, len);     /* tcpinfo.c */
@@ -67,7 +67,7 @@ int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     struct pfd *p = pfd_get(fd);
     if (!p || p->kind == PFD_EPOLL)
         return real_getsockopt(fd, level, opt, val, len);
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     int v;
     if (level == SOL_SOCKET && opt == SO_ERROR) {
         int e = p->kind == PFD_TCP ? slip_tcp__so_error(s, p->sock) : slip_udp__so_error(s, p->sock);
@@ -113,7 +113,7 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
     be32 la;
     uint16_t lp = 0;
     if (p->v6 && level == IPPROTO_IPV6 && opt == IPV6_V6ONLY && p->kind == PFD_TCP &&
-        slip_tcp__local(g_pre.stack, p->sock, &la, &lp) == 0 && lp)
+        slip_tcp__local(pfd_stack(p), p->sock, &la, &lp) == 0 && lp)
         return set_errno(-EINVAL);  /* Linux: not once it has a port (an accepted socket's
                                        kernel twin has none to refuse it) */
     int krc = real_setsockopt(fd, level, opt, val, len);
@@ -137,7 +137,7 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         int kv = 0;
         socklen_t kl = sizeof(kv);
         if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
-            slip_udp6__setopt(g_pre.stack, p->sock, opt, kv);
+            slip_udp6__setopt(pfd_stack(p), p->sock, opt, kv);
         return 0;
     }
     if (p->kind != PFD_TCP)
@@ -147,7 +147,7 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
         int kv = 0;
         socklen_t kl = sizeof(kv);
         if (real_getsockopt(fd, level, opt, &kv, &kl) == 0)
-            slip_tcp__setopt(g_pre.stack, p->sock, opt == IPV6_TCLASS ? SLIP_TCPO_TCLASS : SLIP_TCPO_HOPS, kv);
+            slip_tcp__setopt(pfd_stack(p), p->sock, opt == IPV6_TCLASS ? SLIP_TCPO_TCLASS : SLIP_TCPO_HOPS, kv);
         return 0;
     }
     if (level == SOL_SOCKET && opt == SO_RCVLOWAT) {
@@ -175,7 +175,7 @@ static int setsockopt_sock(struct pfd *p, int fd, int level, int opt, const void
     if ((level == SOL_SOCKET && (opt == SO_RCVBUF || opt == SO_SNDBUF)))
         v *= 2;         /* Linux doubles the value for bookkeeping overhead */
     if (o >= 0) {
-        int rc = slip_tcp__setopt(g_pre.stack, p->sock, o, v);
+        int rc = slip_tcp__setopt(pfd_stack(p), p->sock, o, v);
         if (rc < 0 && rc != -EINVAL)
             return set_errno(rc);
     }
@@ -197,11 +197,11 @@ int pre_ioctl(int fd, unsigned long req, void *arg)
         int v = 0;
         if (p->kind == PFD_TCP) {
             struct slip_tcp_info in;
-            if (slip_tcp__info(g_pre.stack, p->sock, &in) == 0)
+            if (slip_tcp__info(pfd_stack(p), p->sock, &in) == 0)
                 v = (int)(req == FIONREAD ? in.rcv_queued : in.snd_queued + in.unacked);
         } else if (req == FIONREAD) {
             char c;
-            ssize_t n = slip_udp__recvfrom(g_pre.stack, p->sock, &c, 1, NULL, NULL, SLIP_UDP_RECV_PEEK | SLIP_UDP_RECV_TRUNC);
+            ssize_t n = slip_udp__recvfrom(pfd_stack(p), p->sock, &c, 1, NULL, NULL, SLIP_UDP_RECV_PEEK | SLIP_UDP_RECV_TRUNC);
             v = n > 0 ? (int)n : 0;
         }
         *(int *)arg = v;

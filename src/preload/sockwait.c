@@ -191,18 +191,19 @@ static bool interrupted(int timeout_ms)
 /* *poller: this thread took the poller's place (the caller gives it up, also when cancelled). */
 static int block_loop(struct pfd *p, unsigned want, int timeout_ms, int extra_fd, bool *poller)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     /* Another thread may close (and reuse) the fd while this one sleeps: never go on with a
      * socket the fd no longer names, it could be someone else's. */
     const uint8_t kind = p->kind;
     const int sock = p->sock;
-    const bool may_futex = kind == PFD_TCP && extra_fd < 0;
+    /* The poller's place is the process stack's: a thread stack's sleepers watch its fds. */
+    const bool may_futex = kind == PFD_TCP && extra_fd < 0 && p->st == 0;
     uint64_t start = preload_mono_us(), spun = 0;
     uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000u;
     int rc = 0;
     preload_signal_reset();     /* handlers that ran before the call are not its business */
     for (;;) {
-        if (p->kind != kind || p->sock != sock) {
+        if (p->kind != kind || p->sock != sock || pfd_stack(p) != s) {
             rc = -EBADF;
             break;
         }

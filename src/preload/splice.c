@@ -80,7 +80,7 @@ static ssize_t from_socket(struct pfd *p, int pipefd, size_t len, bool nb)
     char *buf = preload_scratch(SCRATCH_SPLICE_IN);
     if (!buf)
         return -ENOMEM;
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     size_t done = 0;
     while (done < len) {
         size_t want = len - done < SPLICE_CHUNK ? len - done : SPLICE_CHUNK;
@@ -125,7 +125,7 @@ static size_t sock_room(struct pfd *p)
 {
     struct slip_tcp_info in;
     int sndbuf = 0;
-    if (slip_tcp__info(g_pre.stack, p->sock, &in) < 0 || slip_tcp__getopt(g_pre.stack, p->sock, SLIP_TCPO_SNDBUF, &sndbuf) < 0)
+    if (slip_tcp__info(pfd_stack(p), p->sock, &in) < 0 || slip_tcp__getopt(pfd_stack(p), p->sock, SLIP_TCPO_SNDBUF, &sndbuf) < 0)
         return 0;
     return (size_t)sndbuf > in.snd_queued ? (size_t)sndbuf - in.snd_queued : 0;
 }
@@ -160,7 +160,7 @@ static ssize_t send_all(int fd, const char *buf, size_t n, int flags)
  * -ENOTSUP: no frames to lend here, the buffered way goes on. */
 static ssize_t to_socket_frames(int pipefd, struct pfd *p, size_t len, bool nb, bool more)
 {
-    struct slip_stack *s = g_pre.stack;
+    struct slip_stack *s = pfd_stack(p);
     bool sock_nb = nb || p->nonblock;
     for (;;) {
         if (!nb) {
@@ -228,7 +228,7 @@ static ssize_t to_socket(int pipefd, int sockfd, struct pfd *p, size_t len, bool
     size_t want = len < SPLICE_CHUNK ? len : SPLICE_CHUNK;
     bool sock_nb = nb || p->nonblock;
     if (sock_nb) {
-        slip_stack__poll(g_pre.stack);
+        slip_stack__poll(pfd_stack(p));
         size_t room = sock_room(p);
         if (room == 0)
             return -EAGAIN;

@@ -25,7 +25,7 @@ int pre_tcp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
     uint16_t port;
     if (!pre_sa_v6(sa, len, &a, &scope, &port))
         return 1;   /* v4-mapped, AF_INET, malformed: as before */
-    if (!slip_stack__owns_addr6(g_pre.stack, &a, scope)) {
+    if (!slip_stack__owns_addr6(pfd_stack(p), &a, scope)) {
         preload_release(fd);
         return real_bind(fd, sa, len);
     }
@@ -35,7 +35,7 @@ int pre_tcp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
     int ra = 0;
     socklen_t rl = sizeof(ra);
     if (port && (real_getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &ra, &rl) < 0 || !ra) &&
-        slip_tcp__port_busy(g_pre.stack, 0, port))
+        slip_tcp__port_busy(pfd_stack(p), 0, port))
         return set_errno(-EADDRINUSE);
     (void)p;
     return real_bind(fd, sa, len);     /* the kernel socket holds the address until listen/connect */
@@ -62,11 +62,11 @@ int pre_tcp6_listen(int fd, struct pfd *p, int backlog)
     uint16_t port;
     if (!pre_sa_v6((struct sockaddr *)&s6, sl, &a, &scope, &port))
         return 1;   /* bound to a v4-mapped address: the IPv4 path */
-    if (!slip_stack__owns_addr6(g_pre.stack, &a, scope)) {
+    if (!slip_stack__owns_addr6(pfd_stack(p), &a, scope)) {
         preload_release(fd);
         return real_listen(fd, backlog);
     }
-    rc = slip_tcp6__listen_kfd(g_pre.stack, p->sock, &a, scope, only, backlog > 0 ? backlog : 128, fd);
+    rc = slip_tcp6__listen_kfd(pfd_stack(p), p->sock, &a, scope, only, backlog > 0 ? backlog : 128, fd);
     if (rc < 0) {
         if (rc == -EADDRINUSE || rc == -EINVAL)
             return set_errno(rc);
@@ -91,7 +91,7 @@ int pre_tcp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
     (void)p;
     if (is_any(dst))
         return -1;      /* :: as a destination is the kernel's loopback */
-    return slip_stack__routes_via_us6(g_pre.stack, dst, *scope) ? 1 : -1;
+    return slip_stack__routes_via_us6(pfd_stack(p), dst, *scope) ? 1 : -1;
 }
 
 bool pre_tcp6_name(struct pfd *p, bool peer, struct sockaddr *sa, socklen_t *len, int *err)
@@ -99,7 +99,7 @@ bool pre_tcp6_name(struct pfd *p, bool peer, struct sockaddr *sa, socklen_t *len
     struct slip_tcp6_names n;
     if (err)
         *err = 0;
-    if (!p->v6 || slip_tcp6__names(g_pre.stack, p->sock, &n) < 0 || !n.v6)
+    if (!p->v6 || slip_tcp6__names(pfd_stack(p), p->sock, &n) < 0 || !n.v6)
         return false;
     if (peer && err && !n.connected) {
         *err = -ENOTCONN;

@@ -50,9 +50,9 @@ void pre_sa_fill_peer(const struct pfd *p, struct sockaddr *sa, socklen_t *len, 
 static int bind_any(int fd, struct pfd *p, uint32_t scope, bool dual)
 {
     static const struct wire_ipv6_addr any;
-    int rc = slip_udp6__bind_bound(g_pre.stack, p->sock, &any, scope, dual, fd);
+    int rc = slip_udp6__bind_bound(pfd_stack(p), p->sock, &any, scope, dual, fd);
     if (rc == -EOPNOTSUPP && dual)
-        rc = slip_udp__bind_bound(g_pre.stack, p->sock, 0, fd);
+        rc = slip_udp__bind_bound(pfd_stack(p), p->sock, 0, fd);
     return rc;
 }
 
@@ -73,7 +73,7 @@ int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
         return 1;   /* v4-mapped, AF_INET, malformed: as before */
     static const struct wire_ipv6_addr any;
     bool is_any = memcmp(&a, &any, sizeof(any)) == 0;
-    if (!slip_stack__owns_addr6(g_pre.stack, &a, scope)) {
+    if (!slip_stack__owns_addr6(pfd_stack(p), &a, scope)) {
         /* Loopback or an address of an interface the stack does not serve. */
         preload_release(fd);
         return real_bind(fd, sa, len);
@@ -83,7 +83,7 @@ int pre_udp6_bind(int fd, struct pfd *p, const struct sockaddr *sa, socklen_t le
     if (real_bind(fd, sa, len) < 0)
         return -1;
     int rc = is_any ? bind_any(fd, p, scope, !pre_v6only(fd))
-                    : slip_udp6__bind_bound(g_pre.stack, p->sock, &a, scope, false, fd);
+                    : slip_udp6__bind_bound(pfd_stack(p), p->sock, &a, scope, false, fd);
     if (rc < 0) {
         /* No IPv6 claim possible (an adopted steering program without slip_owned6): the kernel
          * socket, already bound, carries the socket, with one warning line. */
@@ -101,14 +101,14 @@ int pre_udp6_dst(struct pfd *p, const struct sockaddr *sa, socklen_t len, struct
 {
     if (!pre_sa_v6(sa, len, dst, scope, port))
         return 0;
-    if (!slip_udp6__bound6(g_pre.stack, p->sock))
+    if (!slip_udp6__bound6(pfd_stack(p), p->sock))
         return -1;      /* bound to an IPv4 (mapped) address: the kernel's */
     /* A server answering one peer asks the route table once per control-plane generation, as
      * IPv4's sendto does (sockio.c): the lookup takes the stack's lock and the engine repeats it. */
-    uint32_t seq = slip_stack__ctl_seq(g_pre.stack) | 1u;     /* never 0: 0 means no answer */
+    uint32_t seq = slip_stack__ctl_seq(pfd_stack(p)) | 1u;     /* never 0: 0 means no answer */
     if (p->via_us6_seq == seq && p->via_us6_scope == *scope && memcmp(p->via_us6_dst, dst, 16) == 0)
         return 1;
-    if (!slip_stack__routes_via_us6(g_pre.stack, dst, *scope))
+    if (!slip_stack__routes_via_us6(pfd_stack(p), dst, *scope))
         return -1;
     memcpy(p->via_us6_dst, dst, 16);
     p->via_us6_scope = *scope;

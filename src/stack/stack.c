@@ -12,7 +12,7 @@ void pid_refresh(void)
 }
 
 /* The stacks this process has open or attached. */
-static struct slip_stack *g_stacks[4];
+static struct slip_stack *g_stacks[16];
 
 /* In a fork child: frames the parent's fault injector holds back are the parent's, who delivers
  * or frees them; a copy here would deliver them again later and free them twice. (Frames built

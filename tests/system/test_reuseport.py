@@ -197,6 +197,114 @@ def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, m
     assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
 
 
+def test_threads_listening_on_one_port_get_a_stack_each(testbed, slip, workdir, build_dir):
+    """A stack per thread (SLIP_THREAD_STACKS): two threads of one process each open a SO_REUSEPORT
+    listener on one port and serve it (one with epoll, one with blocking accept). The second
+    thread's listener moves to a stack of its own: `slipstream stat` shows two stacks of the one
+    process, each of which took connections, every connection is served, through the stack."""
+    a, b = testbed.host("a"), testbed.host("b")
+    out = os.path.join(workdir, "count")
+    log = os.path.join(workdir, "server.log")
+    with open(log, "w") as f:
+        p = b.popen(slip([PY, SERVER, "--addr", B_ADDR, "--port", str(PORT), "--mode", "threads", "--out", out]),
+                    stdout=f, stderr=subprocess.STDOUT)
+    try:
+        wait_files([f"{out}.0", f"{out}.1"], p, log)
+        before_a, before_b = snmp(a), snmp(b)
+        res = run_client(a, NCONN)
+        print(f"answers per thread: {res['seen']}, errors {res['nerrors']} {res['errors']}")
+        assert res["nerrors"] == 0, res["errors"]
+        assert sum(res["seen"].values()) == NCONN
+        assert {k.split()[0] for k in res["seen"]} == {"0", "1"}, f"one thread got nothing: {res['seen']}"
+        assert len({k.split()[1] for k in res["seen"]}) == 1, res["seen"]
+        check_proof(a, b, before_a, before_b, "Tcp")
+        pid = next(iter(res["seen"])).split()[1]
+        stacks = [st for st in worker_stacks(b, build_dir / "slipstream") if pid in st["procs"]]
+        assert len(stacks) == 2, f"the process should have two stacks: {stacks}"
+        assert all(st["procs"] == [pid] for st in stacks), stacks
+        assert sum(1 for st in stacks if ".t" in st["name"]) == 1, f"no thread stack: {stacks}"
+        assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
+        assert sum(st["passive"] for st in stacks) >= NCONN, stacks
+    finally:
+        rc = stop(p)
+        text = read(log)
+        print("server log (tail):", text[-1500:])
+    assert_accelerated_log(text)
+    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
+    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+
+
+# GET /who from n new connections, one after the other: {"<thread> <pid>": count}.
+WHO_CLIENT = r"""
+import collections, json, socket, sys
+addr, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+seen, errors = collections.Counter(), []
+for i in range(n):
+    try:
+        s = socket.create_connection((addr, port), timeout=10)
+        s.sendall(b"GET /who HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200") or len(body.split()) != 2:
+            errors.append(f"{i}: {data!r}")
+            continue
+        seen[body.decode().strip()] += 1
+    except OSError as e:
+        errors.append(f"{i}: {e}")
+print(json.dumps({"seen": seen, "errors": errors[:20], "nerrors": len(errors)}))
+"""
+
+
+def test_c_server_with_a_listener_per_thread(testbed, slip, workdir, build_dir):
+    """tests/prog/http_threads: a C server whose 3 threads each open a SO_REUSEPORT listener and
+    run their own epoll loop. Each thread past the first gets a stack of its own (3 stacks of one
+    process in `slipstream stat`), every thread serves connections, wrk's keep-alive load is
+    answered without error, all through the stack."""
+    prog = build_dir / "tests" / "prog" / "http_threads"
+    if not prog.exists():
+        pytest.skip(f"not built: {prog}")
+    a, b = testbed.host("a"), testbed.host("b")
+    log = os.path.join(workdir, "server.log")
+    with open(log, "w") as f:
+        p = b.popen(slip([str(prog), str(PORT), "3"]), stdout=f, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while "listening" not in read(log) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "listening 3" in read(log), read(log)[-2000:]
+        before_a, before_b = snmp(a), snmp(b)
+        cp = a.run([PY, "-c", WHO_CLIENT, B_ADDR, str(PORT), str(NCONN)], timeout=120)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        res = json.loads(cp.stdout)
+        print(f"answers per thread: {res['seen']}, errors {res['nerrors']} {res['errors']}")
+        assert res["nerrors"] == 0, res["errors"]
+        assert {k.split()[0] for k in res["seen"]} == {"0", "1", "2"}, f"a thread got nothing: {res['seen']}"
+        if shutil.which("wrk"):
+            w = a.run(["wrk", "-t1", "-c16", "-d2s", f"http://{B_ADDR}:{PORT}/"], timeout=30)
+            print(w.stdout)
+            assert w.returncode == 0 and re.search(r"(\d+) requests in", w.stdout), w.stdout + w.stderr
+            assert "Socket errors" not in w.stdout and "Non-2xx" not in w.stdout, w.stdout
+        check_proof(a, b, before_a, before_b, "Tcp")
+        pid = next(iter(res["seen"])).split()[1]
+        stacks = [st for st in worker_stacks(b, build_dir / "slipstream") if pid in st["procs"]]
+        assert len(stacks) == 3 and sum(1 for st in stacks if ".t" in st["name"]) == 2, stacks
+        assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
+    finally:
+        rc = stop(p)
+        text = read(log)
+        print("server log (tail):", text[-1500:])
+    assert_accelerated_log(text)
+    served = [int(m) for m in re.findall(r"thread \d+ served (\d+)", text)]
+    assert len(served) == 3 and all(n > 0 for n in served), text[-1500:]
+    assert rc == 0, f"server exit code {rc}"
+
+
 @pytest.mark.parametrize("proto", ["tcp", "udp"])
 def test_two_programs_share_a_reuseport_port(testbed, slip, workdir, proto):
     """Two unrelated programs (two `slipstream run`, a stack each) with a SO_REUSEPORT listener (or

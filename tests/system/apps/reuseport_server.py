@@ -15,6 +15,9 @@ Modes:
                must go on getting every connection, still through the stack
   udp          one process, two UDP sockets with SO_REUSEPORT on the port, each datagram
                answered with the same line from the socket that received it
+  threads      one process, two threads, each opening its own listener and serving it: thread 0
+               with a selector (epoll), thread 1 with blocking accept() (a stack per thread:
+               the second thread's listener and connections move to a stack of its own)
   single       one listener, numbered --index (two programs started so share the port)
   single-udp   the same with one UDP socket
 
@@ -126,12 +129,45 @@ def serve_polled(idx, lsock, out, use_select):
         save(out, idx, n)
 
 
+def serve_thread(idx, addr, port, out, started):
+    """threads mode: this thread's own listener; idx 0 waits with a selector, idx 1 in accept()."""
+    lsock = listener(addr, port)
+    started.set()
+    n = 0
+    save(out, idx, 0)
+    print("ready", os.getpid(), [idx], flush=True)
+    sel = None
+    if idx == 0:
+        sel = selectors.DefaultSelector()
+        sel.register(lsock, selectors.EVENT_READ, idx)
+    else:
+        lsock.setblocking(True)
+    while True:
+        if sel is not None and not sel.select(timeout=0.2):
+            continue
+        try:
+            c, _peer = lsock.accept()
+        except BlockingIOError:
+            continue
+        with c:
+            c.setblocking(True)
+            c.settimeout(10)
+            try:
+                c.recv(64)
+                c.sendall(f"{idx} {os.getpid()}\n".encode())
+            except OSError as e:
+                print("connection error:", e, file=sys.stderr, flush=True)
+                continue
+        n += 1
+        save(out, idx, n)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--addr", required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--mode", choices=("one", "close-one", "fork-after", "fork-before", "fork-poll", "udp", "single",
-                                       "single-udp"),
+                                       "single-udp", "threads"),
                     default="one")
     ap.add_argument("--index", type=int, default=0)
     ap.add_argument("--out", required=True)
@@ -152,6 +188,16 @@ def main():
         else:
             l1.close()
             serve({0: l0}, a.out)
+    elif a.mode == "threads":
+        import threading
+        ts = []
+        for idx in (0, 1):
+            started = threading.Event()
+            ts.append(threading.Thread(target=serve_thread, args=(idx, a.addr, a.port, a.out, started), daemon=True))
+            ts[-1].start()
+            started.wait()      # thread 1 listens after thread 0 (either order would do)
+        while True:
+            signal.pause()
     elif a.mode == "fork-poll":
         ls = [listener(a.addr, a.port), listener(a.addr, a.port)]
         for idx in (0, 1):
