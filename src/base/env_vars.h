@@ -47,7 +47,7 @@
     X(WORKER_STACKS, BOOL, POSIX, .def = "1", \
       .doc = "a fork child holding nothing of its parent's stack but SO_REUSEPORT listeners moves to a stack of its own before it drops root (set*id) or at its first accept, epoll_ctl or poll/select on one (a stack per worker: nginx reuseport)") \
     X(THREAD_STACKS, BOOL, POSIX, .def = "1", \
-      .doc = "a thread that listens on a SO_REUSEPORT address and port another thread of its process already listens on gets a stack of its own: that listener, the connections it accepts and the sockets the thread opens afterwards live there (a stack per thread)") \
+      .doc = "a thread that listens on a SO_REUSEPORT address and port another thread of its process (or another process of its stack) already listens on gets a stack of its own: that listener, the connections it accepts and the sockets the thread opens afterwards live there (a stack per thread)") \
     X(EXIT_LINGER_MS, DURATION, POSIX, .min = 0, .max = 600000, .unit = "ms", .def = "2000", \
       .doc = "how long the last process of a stack keeps delivering written data at exit (and the stack's guardian, after every process was killed, what they had closed)") \
     X(IO_URING, BOOL, POSIX, .def = "0", \

@@ -8,8 +8,10 @@
  * there too (preload_thread_slot). The first thread's listener stays in the process stack, which
  * the other threads keep using for everything else. A listener made by the same thread as the
  * others (a prefork master) does not move: the rule is another thread's listener on the same
- * address. A thread stack is this process's alone: its sockets are not handed to an exec'd or
- * spawned image, nor passed to other processes (they get the kernel socket, with a warning). */
+ * address, or another process's in the stack (processes that share a stack and each open their
+ * own listener: a prefork server whose processes listen after the fork). A thread stack is this
+ * process's alone: its sockets are not handed to an exec'd or spawned image, nor passed to other
+ * processes (they get the kernel socket, with a warning). */
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -79,7 +81,11 @@ static int thread_stack_open(int tid)
     }
     char nm[64];
     const char *base = slip_stack__name(g_pre.stack);
-    snprintf(nm, sizeof(nm), "%s.t%d", base[0] ? base : "p", tid);
+    /* A process's main thread (a prefork server's process): <stack>.<pid>, as a worker's. */
+    if (tid == (int)getpid())
+        snprintf(nm, sizeof(nm), "%s.%d", base[0] ? base : "p", tid);
+    else
+        snprintf(nm, sizeof(nm), "%s.t%d", base[0] ? base : "p", tid);
     if (strlen(nm) >= sizeof(((struct slip_config *)0)->stack_name) || !slip_config__stack_name_ok(nm))
         snprintf(nm, sizeof(nm), "t%d", tid);
     struct slip_stack *s;
@@ -107,7 +113,7 @@ void preload_thread_listen(int fd, struct pfd *p)
      * the one in the process stack). */
     bool move = !p->st && on && !preload_is_worker() && !slip_sandbox__limited() &&
                 slip_share__may_serve(g_pre.stack) && slip_sock__ref(g_pre.stack, true, p->sock, 0) == 1 &&
-                other_thread_listens(fd, tid);
+                (other_thread_listens(fd, tid) || slip_tcp__reuseport_others(g_pre.stack, p->sock) > 0);
     remember_listener(fd, tid);
     int slot = -1;
     if (move) {

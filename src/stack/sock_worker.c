@@ -81,3 +81,21 @@ void slip_tcp__listener_used(struct slip_stack *s, int sock)
         tcp_res_used(s, &s->t.ts[sock].res);
     stack_unlock(s);
 }
+
+int slip_tcp__reuseport_others(struct slip_stack *s, int sock)
+{
+    if (sock < 0 || (uint32_t)sock >= s->t.max_conns)
+        return -EBADF;
+    int n = 0;
+    stack_lock(s);
+    const struct tcp_res *r = &s->t.ts[sock].res;
+    for (unsigned i = 0; r->key == 1 && i < slip_socktab__tcp_high(&s->t); i++) {
+        const struct tcp_res *o = &s->t.ts[i].res;
+        if (i != (unsigned)sock && o->key == 1 && o->lport == r->lport && o->laddr == r->laddr && o->v6 == r->v6 &&
+            memcmp(&o->laddr6, &r->laddr6, 16) == 0 && tcp_conn__state(s->tcp, (slip_idx_t)i) == TCPS_LISTEN &&
+            tcp_conn__reuseport(s->tcp, (slip_idx_t)i) && slip_proc__held(s, true, (int)i) == 0)
+            n++;
+    }
+    stack_unlock(s);
+    return n;
+}

@@ -349,6 +349,9 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
 /* A process accepts or waits on listener sock (once per listener is enough): see
  * slip_tcp__copy_listener. */
 void slip_tcp__listener_used(struct slip_stack *s, int sock);
+/* SO_REUSEPORT listeners of s on listener sock's address and port that this process holds no fd
+ * of (another process's: a prefork server's processes that each open their own), or -EBADF. */
+int slip_tcp__reuseport_others(struct slip_stack *s, int sock);
 /* ---- zero-copy TCP send (sock_tcp_zc.c) ---- */
 /* Frames of the stack's UMEM lent to the caller, who fills them without the lock (a file read
  * straight into them by the block engine: sendfile) and then queues them on a connection as a

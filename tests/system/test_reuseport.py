@@ -152,7 +152,7 @@ def count_file(path):
 
 
 @pytest.mark.parametrize("mode", ["one", "fork-after", "fork-before", "fork-poll", "udp"])
-def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, mode):
+def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, mode, build_dir):
     a, b = testbed.host("a"), testbed.host("b")
     out = os.path.join(workdir, "count")
     log = os.path.join(workdir, "server.log")
@@ -188,6 +188,13 @@ def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, m
         if mode.startswith("fork"):
             assert len(pids) == 2, f"the two processes should each have served: {res['seen']}"
         check_proof(a, b, before_a, before_b, proto)
+        if mode == "fork-before":
+            # Processes that each open their own listener: the second to listen moves it to a
+            # stack of its own (<stack>.<pid>), and each stack took connections.
+            stacks = [st for st in worker_stacks(b, build_dir / "slipstream") if set(st["procs"]) & pids]
+            assert len(stacks) == 2, f"expected the shared stack and one process's own: {stacks}"
+            assert any(st["name"].rsplit(".", 1)[-1] in pids for st in stacks), stacks
+            assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
     finally:
         rc = stop(p)
         text = read(log)
