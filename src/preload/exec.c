@@ -50,16 +50,18 @@ int exec_handoff__prep(struct exec_handoff *x, char *const envp[], bool spawn, i
             continue;
         bool survives = !(f & FD_CLOEXEC);
         if (p->st) {
-            /* A thread stack is not handed over: the new image has no thread of this one. An exec
-             * gives up this process's reference as a close would; a spawned child gets none, and
-             * either way a surviving fd is only its kernel socket there (said once). */
+            /* Only the process stack is handed over (a thread's stack, or one joined for a socket
+             * passed to us, is not): an exec gives up this process's reference as a close would;
+             * a spawned child gets none, and either way a surviving fd is only its kernel socket
+             * there (said once). */
             if (!spawn) {
                 slip_sock__ref(pfd_stack(p), p->kind == PFD_TCP, p->sock, -1);
                 x->touched[x->ntouched++] = (struct exec_ref){ p->kind == PFD_TCP, p->st, p->sock };
             }
             static int warned;
             if (survives && !warned++)
-                slip_warn("a socket of a thread's own stack is inherited by a new image: it is not accelerated there");
+                slip_warn("a socket of another stack than the process's (a thread's, or a passed socket's) is "
+                          "inherited by a new image: it is not accelerated there");
             continue;
         }
         if (survives == spawn) {

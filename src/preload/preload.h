@@ -155,6 +155,9 @@ void preload_thread_listen(int fd, struct pfd *p);
 /* Opens (or joins) this process's stack into *out, or with thread_name a thread stack in its
  * group (init.c): 0, or negative errno with one warning line printed. */
 int preload_open_stack(struct slip_stack **out, const char *thread_name);
+/* Puts s (a thread stack, or a stack joined for a socket passed to us) in the next slot of
+ * g_pre.stacks: the slot, or -1 when they are all taken (tstack.c). */
+int preload_stack_add(struct slip_stack *s);
 /* This process is a worker that moved to a stack of its own (init.c). */
 bool preload_is_worker(void);
 void pfd_clear(int fd);

@@ -20,8 +20,10 @@
 static void note_ino(struct slip_stack *s, bool tcp, int sock, int fd)
 {
     struct stat st;
-    if (fstat(fd, &st) == 0)
+    if (fstat(fd, &st) == 0) {
         slip_sock__set_ino(s, tcp, sock, (uint64_t)st.st_ino);
+        slip_group__note_passed(s, (uint64_t)st.st_ino);   /* for a receiver with another stack */
+    }
 }
 
 /* close() of an accelerated socket's fd. Its epoll registrations go with it unless another fd
@@ -62,6 +64,44 @@ int pre_close(int fd)
     file_fd_gone(fd);
     return real_close(fd);
 }
+/* A socket passed to us that none of our stacks has: the stack the group says it lives in
+ * (slip_group__passed_index), joined as one more stack of this process, as a program joins a
+ * stack by name (its user, or root, only). The socket there, with its slot in *slot; or -ENOENT
+ * (then the fd is the kernel socket here, with one warning line). */
+static int join_passed(struct slip_stack *s, uint64_t ino, bool *tcp, int *slot)
+{
+    int index = slip_group__passed_index(s, ino);
+    if (index < 0)
+        return -ENOENT;
+    for (int i = 0; i < PRELOAD_STACKS; i++)
+        if (preload_stack_at(i) && slip_stack__index(preload_stack_at(i)) == (unsigned)index)
+            return -ENOENT;     /* a stack we have: the socket is not (or no longer) in it */
+    char err[256] = "";
+    struct slip_stack *js = NULL;
+    preload_depth++;
+    int rc = slip_stack__join_index(s, (unsigned)index, &js, err, sizeof(err));
+    preload_depth--;
+    int sock = rc < 0 ? rc : slip_sock__by_ino(js, ino, tcp);
+    if (sock >= 0 && (*slot = preload_stack_add(js)) < 0)
+        sock = -ENOSPC;
+    if (sock < 0) {
+        if (js) {
+            /* Leave it (our slot there goes) but keep it mapped: closing a stack from a live
+             * process would take the group's XDP link and shared state down with it. */
+            preload_depth++;
+            slip_stack__exit(js, 0, NULL);
+            preload_depth--;
+        }
+        static int warned;
+        if (!warned++)
+            slip_warn("a socket passed to this process lives in another stack that cannot be joined (%s): it is "
+                      "the kernel socket here, not accelerated", err[0] ? err : strerror(-sock));
+        return -ENOENT;
+    }
+    slip_info("joined the stack %s of a socket passed to this process", slip_stack__name(js));
+    return sock;
+}
+
 /* A fd received with SCM_RIGHTS that is the kernel twin of an accelerated socket becomes that
  * socket here too, as the kernel's would (one more reference). ufd: the UNIX socket it came on
  * (a process with no stack yet opens the sender's: preload_stack_for_passed). */
@@ -75,16 +115,24 @@ static void adopt_passed(int fd, int ufd)
     if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) < 0 || (dom != AF_INET && dom != AF_INET6))
         return;
     struct slip_stack *s = preload_stack_for_passed(ufd);
-    bool tcp;
-    int sock = s ? slip_sock__by_ino(s, (uint64_t)st.st_ino, &tcp) : -ENOENT;
+    bool tcp = false;
+    int sock = -ENOENT, slot = 0;
+    /* Our stacks first (a socket of this process's own, or of a stack we joined before). */
+    for (int i = 0; s && sock < 0 && i < PRELOAD_STACKS; i++)
+        if (preload_stack_at(i) && (sock = slip_sock__by_ino(preload_stack_at(i), (uint64_t)st.st_ino, &tcp)) >= 0)
+            slot = i;
+    if (s && sock < 0)
+        sock = join_passed(s, (uint64_t)st.st_ino, &tcp, &slot);
     if (sock < 0)
         return;
+    s = preload_stack_at(slot);
     struct pfd *p = pfd_new(fd);
     if (!p)
         return;
     int acc = 0;
     socklen_t al = sizeof(acc);
     p->kind = tcp ? PFD_TCP : PFD_UDP;
+    p->st = (uint8_t)slot;
     p->sock = sock;
     p->nonblock = (real_fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
     p->v6 = dom == AF_INET6;
@@ -108,21 +156,13 @@ int preload_pass_rights(const struct msghdr *m, int dir)
             struct pfd *p = pfd_get(f);
             if (!p || (p->kind != PFD_TCP && p->kind != PFD_UDP))
                 continue;
-            if (p->st) {
-                /* A thread stack is this process's alone: nobody else can find the socket in it,
-                 * so no reference travels (the receiver gets the kernel socket). */
-                static int warned;
-                if (dir > 0 && !warned++)
-                    slip_warn("a socket of a thread's own stack was passed to another process: it is not "
-                              "accelerated there");
-                continue;
-            }
+            struct slip_stack *s = pfd_stack(p);
             if (dir > 0) {
-                note_ino(g_pre.stack, p->kind == PFD_TCP, p->sock, f);
-                slip_sock__pass_out(g_pre.stack, p->kind == PFD_TCP, p->sock);
+                note_ino(s, p->kind == PFD_TCP, p->sock, f);
+                slip_sock__pass_out(s, p->kind == PFD_TCP, p->sock);
             }
             else
-                slip_sock__pass_in(g_pre.stack, p->kind == PFD_TCP, p->sock), preload_sock_unref(p);
+                slip_sock__pass_in(s, p->kind == PFD_TCP, p->sock), preload_sock_unref(p);
             n++;
         }
     }

@@ -9,9 +9,9 @@
  * the other threads keep using for everything else. A listener made by the same thread as the
  * others (a prefork master) does not move: the rule is another thread's listener on the same
  * address, or another process's in the stack (processes that share a stack and each open their
- * own listener: a prefork server whose processes listen after the fork). A thread stack is this
- * process's alone: its sockets are not handed to an exec'd or spawned image, nor passed to other
- * processes (they get the kernel socket, with a warning). */
+ * own listener: a prefork server whose processes listen after the fork). A thread stack's sockets
+ * are not handed to an exec'd or spawned image (exec.c); one passed over a UNIX socket is found by
+ * the receiver in the group and joined (sockfd.c). */
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -66,17 +66,32 @@ static void remember_listener(int fd, int tid)
     }
 }
 
-/* Opens the calling thread's stack into the next slot: the slot, or -1. */
-static int thread_stack_open(int tid)
+static pthread_mutex_t g_slots_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int preload_stack_add(struct slip_stack *s)
 {
+    pthread_mutex_lock(&g_slots_mu);
     int slot = __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE);
     if (slot < 1)
         slot = 1;
-    if (slot >= PRELOAD_STACKS) {
+    if (slot < PRELOAD_STACKS) {
+        g_pre.stacks[slot] = s;
+        __atomic_store_n(&g_pre.nstacks, slot + 1, __ATOMIC_RELEASE);
+    } else {
+        slot = -1;
+    }
+    pthread_mutex_unlock(&g_slots_mu);
+    return slot;
+}
+
+/* Opens the calling thread's stack into the next slot: the slot, or -1. */
+static int thread_stack_open(int tid)
+{
+    if (__atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE) >= PRELOAD_STACKS) {
         static int warned;
         if (!warned++)
-            slip_warn("more threads listen on one port than this process can give stacks to (%d): the "
-                      "others stay on its stack", PRELOAD_STACKS - 1);
+            slip_warn("this process has as many stacks as it can hold (%d): this thread stays on its "
+                      "process's stack", PRELOAD_STACKS);
         return -1;
     }
     char nm[64];
@@ -91,8 +106,9 @@ static int thread_stack_open(int tid)
     struct slip_stack *s;
     if (preload_open_stack(&s, nm) < 0)
         return -1;
-    g_pre.stacks[slot] = s;
-    __atomic_store_n(&g_pre.nstacks, slot + 1, __ATOMIC_RELEASE);
+    int slot = preload_stack_add(s);
+    if (slot < 0)
+        slip_stack__exit(s, 0, NULL);   /* fd passing took the last slot meanwhile: left, unused */
     return slot;
 }
 

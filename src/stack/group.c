@@ -290,3 +290,38 @@ int slip_stack__token_fd(const struct slip_stack *s)
 {
     return s->token_fd;
 }
+
+void slip_group__note_passed(struct slip_stack *s, uint64_t ino)
+{
+    if (!s->group || !ino)
+        return;
+    uint32_t k = __atomic_fetch_add(&s->group->passed_next, 1, __ATOMIC_RELAXED) % SLIP_ARRAY_SIZE(s->group->passed);
+    struct slip_passed *e = &s->group->passed[k];
+    __atomic_store_n(&e->ino, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->index, s->index, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->ino, ino, __ATOMIC_RELEASE);
+}
+
+int slip_group__passed_index(struct slip_stack *s, uint64_t ino)
+{
+    if (!s->group || !ino)
+        return -ENOENT;
+    for (unsigned k = 0; k < SLIP_ARRAY_SIZE(s->group->passed); k++) {
+        struct slip_passed *e = &s->group->passed[k];
+        if (__atomic_load_n(&e->ino, __ATOMIC_ACQUIRE) != ino)
+            continue;
+        uint32_t index = __atomic_load_n(&e->index, __ATOMIC_RELAXED);
+        if (index < STEER_MAX_STACKS)
+            return (int)index;
+    }
+    return -ENOENT;
+}
+
+int slip_stack__join_index(struct slip_stack *s, unsigned index, struct slip_stack **out, char *err, size_t errlen)
+{
+    char name[108];
+    if (index >= STEER_MAX_STACKS)
+        return -EINVAL;
+    group_token_name(s, index, name, sizeof(name));
+    return slip_share__join(out, name, err, errlen);
+}

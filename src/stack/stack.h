@@ -77,6 +77,13 @@ int slip_stack__open_in_group(struct slip_stack **out, const struct slip_config 
  * UMEM with), into buf; the same fds, in order, into fds (at most max). Count of fds, or negative
  * errno. */
 int slip_stack__describe_group(struct slip_stack *s, char *buf, size_t len, int *fds, int max);
+/* fd passing between stacks of a group: the sender notes the inode of a socket's kernel socket
+ * with its stack's index; a receiver whose stacks do not have it finds that index (-ENOENT:
+ * none) and joins that stack (its user, or root, only) through the index's token name, as
+ * `slipstream stat` does. */
+void slip_group__note_passed(struct slip_stack *s, uint64_t ino);
+int slip_group__passed_index(struct slip_stack *s, uint64_t ino);
+int slip_stack__join_index(struct slip_stack *s, unsigned index, struct slip_stack **out, char *err, size_t errlen);
 /* The stack's index in its group and its name (SLIP_STACK_NAME, may be empty). */
 unsigned slip_stack__index(const struct slip_stack *s);
 /* The listening socket that holds the stack's index (served like the stack's name), or -1. */

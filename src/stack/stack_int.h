@@ -50,10 +50,11 @@
 #include "udp/udp_query.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 16  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
+#define SLIP_SHM_VERSION 17  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
                                 * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process, port counters;
                                 * 14: the TCP table's IPv6 fold cache; 15: cache_closed;
-                                * 16: reassembly slots counted, a UDP socket's last flow label */
+                                * 16: reassembly slots counted, a UDP socket's last flow label;
+                                * 17: sockets passed between stacks (slip_group.passed) */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
@@ -82,6 +83,16 @@ struct slip_group {
     /* Serialises edits of shared SO_REUSEPORT listen keys in the XDP maps (claims.c): each is a
      * read-modify-write of the key's member set. Taken under a stack's lock, never the reverse. */
     struct slip_lock claim_lock;
+    /* Sockets passed over UNIX sockets lately (SCM_RIGHTS), by the inode of their kernel socket,
+     * with the index of the stack they live in: a receiver that has a stack of its own finds the
+     * sender's stack here and joins it (slip_group__passed_index). A ring written by any process
+     * of the group: an index read from it is bounded, and joining checks the user as always. */
+    struct slip_passed {
+        uint64_t ino;
+        uint32_t index;
+        uint32_t pad;
+    } passed[64];
+    uint32_t passed_next;
 };
 
 #define SLIP_STACK_NAME_MAX 32     /* = sizeof(slip_config.stack_name) */

@@ -226,6 +226,57 @@ def test_fd_passing_between_programs(testbed, slip, tmp_path, how, named):
     proof.check()
 
 
+def test_fd_passing_into_a_program_with_a_stack_of_its_own(testbed, slip, tmp_path):
+    """The worker has a stack of its own (an accelerated UDP socket, its own name) before the
+    acceptor's connections reach it over a UNIX socket: it finds the acceptor's stack in the group
+    (slip_group__passed_index), joins it as a second stack of its process and serves every
+    connection there, accelerated (before, each was the kernel socket: ENOTCONN)."""
+    a, b = testbed.host("a"), testbed.host("b")
+    path = str(tmp_path / "pass.sock")
+    app = os.path.join(APPS, "fd_pass.py")
+    n = 20
+    w = b.popen(slip([PY, app, "worker", path, str(n), "--own"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
+    assert w.stdout.readline().startswith("ready")
+    acc = b.popen(slip([PY, app, "acceptor", path, "7222", str(n)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  text=True)
+    assert acc.stdout.readline().startswith("ready")
+    client = (
+        "import socket, sys\n"
+        "for i in range(int(sys.argv[1])):\n"
+        f"    s = socket.create_connection(('{B_ADDR}', 7222), timeout=10)\n"
+        "    s.sendall(b'hello %d\\n' % i)\n"
+        "    d = b''\n"
+        "    while True:\n"
+        "        x = s.recv(100)\n"
+        "        if not x: break\n"
+        "        d += x\n"
+        "    assert d == b'worker hello %d\\n' % i, d\n"
+        "    s.close()\n"
+        "print('ok')\n")
+    proof = Proof(b).start(peer=a)
+    time.sleep(0.3)
+    proof.note_xdp()
+    r = a.run([PY, "-c", client, str(n - 1)], timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.stdout, r.stderr)
+    stacks = stat_stacks(b, slip)       # both programs still run: the last connection is to come
+    r = a.run([PY, "-c", client, "1"], timeout=60)
+    wout, werr = w.communicate(timeout=20)
+    aout, aerr = acc.communicate(timeout=20)
+    print("stacks:", stacks)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.stdout, r.stderr, werr, aerr)
+    assert f"done {n}" in wout and f"done {n}" in aout, (wout, werr, aout, aerr)
+    assert_accelerated_log(werr + aerr)
+    assert "cannot be joined" not in werr, werr
+    # Two stacks (one per program); the worker is a process of both.
+    assert sorted(stacks) == [0, 1], stacks
+    procs = {i: sorted(pl[1] for pl in st[2]) for i, st in stacks.items()}
+    wpid = str(w.pid)
+    assert all(wpid in pids for pids in procs.values()), (wpid, procs)
+    assert sorted(len(pids) for pids in procs.values()) == [1, 2], procs
+    proof.check()
+
+
 def test_exec_in_a_stack_that_joined_a_group(testbed, slip, tmp_path):
     """A program whose stack is the group's second (its frames in the first one's memory) execs
     with an accelerated listener open: the new image maps both memories again and serves on the

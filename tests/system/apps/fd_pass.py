@@ -1,11 +1,13 @@
 """fd passing between two unrelated programs (SCM_RIGHTS), as pre-forked servers and socket
 activation do. Run both under `slipstream run`:
 
-    fd_pass.py worker UNIXPATH N [--late]
+    fd_pass.py worker UNIXPATH N [--late] [--own]
                                      receives N connections over the UNIX socket, answers each
                                       "worker <line>" and closes it; with --late it takes the last
                                       fd only after the acceptor process has exited (the fd was
-                                      in flight in the UNIX socket alone meanwhile)
+                                      in flight in the UNIX socket alone meanwhile); with --own
+                                      it opens an accelerated UDP socket first (a stack of its
+                                      own before any fd arrives)
     fd_pass.py acceptor UNIXPATH PORT N [--sendmmsg]
                                       accepts N TCP connections, hands each to the worker and
                                       closes its own fd at once (before the worker got it); with
@@ -56,6 +58,9 @@ def alive(pid):
 role, path = sys.argv[1], sys.argv[2]
 if role == "worker":
     n = int(sys.argv[3])
+    if "--own" in sys.argv:
+        own = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        own.bind(("0.0.0.0", 0))
     ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     ls.bind(path)
     ls.listen(1)
