@@ -332,6 +332,22 @@ class Apps:
                     out[f[0].rsplit(".", 1)[1]] += int(f[1])
         return out
 
+    def wrk_point(self, cfg, srv, cmd, secs):
+        """One wrk run against srv: wrk's numbers, requests per server CPU-second and, under
+        slipstream, the waits `slipstream stat` counts per 1000 requests (or the error)."""
+        try:
+            w0 = self.stack_waits() if cfg != "kernel" else None
+            (text, _), cpu, allcpu, mach = self.measured(srv, lambda: self.client(cmd, timeout=secs + 60))
+            r = parse_wrk(text)
+            r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
+            if w0 is not None:
+                w1 = self.stack_waits()
+                waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
+                r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
+            return r
+        except Exception as e:  # noqa: BLE001
+            return RuntimeError(one_line(e))
+
     def workers(self, cfg, secs):
         """nginx with 1 worker, then 2 workers with `listen ... reuseport` (a stack each under
         slipstream): wrk keep-alive and Connection: close; server CPU per request; after each
@@ -344,20 +360,8 @@ class Apps:
             url = f"http://{self.b.addr}:{port}/1k.bin"
             try:
                 for name, extra in (("ka", []), ("close", ["-H", "Connection: close"])):
-                    cmd = ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency", *extra, url]
-                    try:
-                        w0 = self.stack_waits() if cfg != "kernel" else None
-                        (text, _), cpu, allcpu, mach = self.measured(
-                            srv, lambda: self.client(cmd, timeout=secs + 60))
-                        r = parse_wrk(text)
-                        r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
-                        if w0 is not None:
-                            w1 = self.stack_waits()
-                            waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
-                            r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
-                        out[f"{name}{n}"] = r
-                    except Exception as e:  # noqa: BLE001
-                        out[f"{name}{n}"] = RuntimeError(one_line(e))
+                    out[f"{name}{n}"] = self.wrk_point(cfg, srv, ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency",
+                                                               *extra, url], secs)
             finally:
                 self.stop(srv)
         return out
@@ -372,19 +376,7 @@ class Apps:
             srv = self.start(self.server_cfg(cfg), [self.http_threads, str(port), str(n)], port)
             url = f"http://{self.b.addr}:{port}/"
             try:
-                cmd = ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency", url]
-                try:
-                    w0 = self.stack_waits() if cfg != "kernel" else None
-                    (text, _), cpu, allcpu, mach = self.measured(srv, lambda: self.client(cmd, timeout=secs + 60))
-                    r = parse_wrk(text)
-                    r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
-                    if w0 is not None:
-                        w1 = self.stack_waits()
-                        waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
-                        r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
-                    out[f"ka{n}"] = r
-                except Exception as e:  # noqa: BLE001
-                    out[f"ka{n}"] = RuntimeError(one_line(e))
+                out[f"ka{n}"] = self.wrk_point(cfg, srv, ["wrk", "-t1", "-c64", f"-d{secs}s", "--latency", url], secs)
             finally:
                 self.stop(srv)
         return out

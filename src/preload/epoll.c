@@ -30,9 +30,9 @@ static pthread_mutex_t g_sets_mu = PTHREAD_MUTEX_INITIALIZER;
  * rung so listener-only sets look again and take the wake fds back. */
 static uint32_t g_watching;         /* sets of this process with the wake fds in their kernel set */
 
-static void add_wake_fds(int epfd, struct uepoll *ep)
+/* Stack s's wake fds into (add) or out of epfd's kernel set. */
+static void ctl_wake_fds(int epfd, struct slip_stack *s, bool add)
 {
-    struct slip_stack *s = g_pre.stack;
     int wake[MAX_WAKE];
     int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
     for (int i = 0; i < nw; i++) {
@@ -43,22 +43,23 @@ static void add_wake_fds(int epfd, struct uepoll *ep)
         bool peer = wake[i] == slip_stack__peer_bell_fd(s);
         struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
                                    .data.u64 = bell ? BELL_MARK : peer ? PEER_MARK : WAKE_MARK };
-        real_epoll_ctl(epfd, EPOLL_CTL_ADD, wake[i], &kev);
+        real_epoll_ctl(epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, wake[i], add ? &kev : NULL);
     }
+}
+
+static void add_wake_fds(int epfd, struct uepoll *ep)
+{
+    ctl_wake_fds(epfd, g_pre.stack, true);
     ep->stack_fds_added = true;
     __atomic_add_fetch(&g_watching, 1, __ATOMIC_SEQ_CST);
 }
 
 static void del_wake_fds(int epfd, struct uepoll *ep)
 {
-    struct slip_stack *s = g_pre.stack;
-    int wake[MAX_WAKE];
-    int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
-    for (int i = 0; i < nw; i++)
-        real_epoll_ctl(epfd, EPOLL_CTL_DEL, wake[i], NULL);
+    ctl_wake_fds(epfd, g_pre.stack, false);
     ep->stack_fds_added = false;
     if (__atomic_sub_fetch(&g_watching, 1, __ATOMIC_SEQ_CST) == 0)
-        slip_stack__ring_accept_bell(s);    /* listener-only sets: watch them yourselves now */
+        slip_stack__ring_accept_bell(g_pre.stack);  /* listener-only sets: watch them yourselves now */
 }
 
 /* A thread stack's wake fds (slot i) into or out of ep's kernel set. No accept bell and no count
@@ -68,15 +69,7 @@ static void thread_wake_fds(int epfd, struct uepoll *ep, int i, bool add)
     struct slip_stack *s = preload_stack_at(i);
     if (!s)
         return;
-    int wake[MAX_WAKE];
-    int nw = slip_stack__wait_fds(s, wake, MAX_WAKE);
-    for (int w = 0; w < nw; w++) {
-        bool bell = wake[w] == slip_stack__doorbell_fd(s);
-        bool peer = wake[w] == slip_stack__peer_bell_fd(s);
-        struct epoll_event kev = { .events = bell ? EPOLLIN | EPOLLET : EPOLLIN,
-                                   .data.u64 = bell ? BELL_MARK : peer ? PEER_MARK : WAKE_MARK };
-        real_epoll_ctl(epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, wake[w], add ? &kev : NULL);
-    }
+    ctl_wake_fds(epfd, s, add);
     if (add)
         ep->thread_fds_added |= 1u << i;
     else

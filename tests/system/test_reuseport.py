@@ -133,6 +133,21 @@ print(json.dumps({"seen": seen, "errors": errors[:20], "nerrors": len(errors)}))
 """
 
 
+def stop_with_log(p, log):
+    """Stops a test server: its exit code and its log (whose tail is printed)."""
+    rc = stop(p)
+    text = read(log)
+    print("server log (tail):", text[-1500:])
+    return rc, text
+
+
+def check_server_end(rc, text):
+    """The server ran accelerated, served every connection without an error, and ended on SIGTERM."""
+    assert_accelerated_log(text)
+    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
+    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+
+
 def wait_files(paths, proc, log, timeout=20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -196,12 +211,8 @@ def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, m
             assert any(st["name"].rsplit(".", 1)[-1] in pids for st in stacks), stacks
             assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
     finally:
-        rc = stop(p)
-        text = read(log)
-        print("server log (tail):", text[-1500:])
-    assert_accelerated_log(text)
-    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
-    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+        rc, text = stop_with_log(p, log)
+    check_server_end(rc, text)
 
 
 def test_threads_listening_on_one_port_get_a_stack_each(testbed, slip, workdir, build_dir):
@@ -233,12 +244,8 @@ def test_threads_listening_on_one_port_get_a_stack_each(testbed, slip, workdir, 
         assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
         assert sum(st["passive"] for st in stacks) >= NCONN, stacks
     finally:
-        rc = stop(p)
-        text = read(log)
-        print("server log (tail):", text[-1500:])
-    assert_accelerated_log(text)
-    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
-    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+        rc, text = stop_with_log(p, log)
+    check_server_end(rc, text)
 
 
 # GET /who from n new connections, one after the other: {"<thread> <pid>": count}.
@@ -399,12 +406,8 @@ def test_closing_one_reuseport_listener_keeps_the_group_accelerated(testbed, sli
         assert second == [first[0], first[1] + NCONN // 2], (first, second)
         check_proof(a, b, before_a, before_b, "Tcp")
     finally:
-        rc = stop(p)
-        text = read(log)
-        print("server log (tail):", text[-1500:])
-    assert_accelerated_log(text)
-    assert "Traceback" not in text and "connection error" not in text, text[-2000:]
-    assert rc in (0, -signal.SIGTERM), f"server exit code {rc}"
+        rc, text = stop_with_log(p, log)
+    check_server_end(rc, text)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -175,6 +175,25 @@ def test_sharing_off_falls_back_with_one_warning(testbed, slip, tmp_path):
     stop(s2)
 
 
+# The kernel client of the fd passing tests: argv[1] connections, one after the other, each
+# sending "hello I" and expecting the worker's "worker hello I" and the end of the stream.
+PASS_CLIENT = """
+import socket, sys
+for i in range(int(sys.argv[1])):
+    s = socket.create_connection(("{addr}", {port}), timeout=10)
+    s.sendall(b"hello %d\\n" % i)
+    d = b""
+    while True:
+        x = s.recv(100)
+        if not x:
+            break
+        d += x
+    assert d == b"worker hello %d\\n" % i, d
+    s.close()
+print("ok")
+"""
+
+
 @pytest.mark.parametrize("named", [True, False], ids=["one-name", "own-names"])
 @pytest.mark.parametrize("how", ["sendmsg", "sendmmsg", "sender_exits"])
 def test_fd_passing_between_programs(testbed, slip, tmp_path, how, named):
@@ -199,23 +218,11 @@ def test_fd_passing_between_programs(testbed, slip, tmp_path, how, named):
                   stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
     assert acc.stdout.readline().startswith("ready")
-    client = (
-        "import socket, sys\n"
-        f"for i in range({n}):\n"
-        f"    s = socket.create_connection(('{B_ADDR}', 7221), timeout=10)\n"
-        "    s.sendall(b'hello %d\\n' % i)\n"
-        "    d = b''\n"
-        "    while True:\n"
-        "        x = s.recv(100)\n"
-        "        if not x: break\n"
-        "        d += x\n"
-        "    assert d == b'worker hello %d\\n' % i, d\n"
-        "    s.close()\n"
-        "print('ok')\n")
+    client = PASS_CLIENT.format(addr=B_ADDR, port=7221)
     proof = Proof(b).start(peer=a)
     time.sleep(0.3)
     proof.note_xdp()
-    r = a.run([PY, "-c", client], timeout=60)
+    r = a.run([PY, "-c", client, str(n)], timeout=60)
     wout, werr = w.communicate(timeout=20)
     aout, aerr = acc.communicate(timeout=20)
     if r.returncode != 0:   # whole, for a failure that comes now and then (pytest cuts assertion text)
@@ -241,19 +248,7 @@ def test_fd_passing_into_a_program_with_a_stack_of_its_own(testbed, slip, tmp_pa
     acc = b.popen(slip([PY, app, "acceptor", path, "7222", str(n)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                   text=True)
     assert acc.stdout.readline().startswith("ready")
-    client = (
-        "import socket, sys\n"
-        "for i in range(int(sys.argv[1])):\n"
-        f"    s = socket.create_connection(('{B_ADDR}', 7222), timeout=10)\n"
-        "    s.sendall(b'hello %d\\n' % i)\n"
-        "    d = b''\n"
-        "    while True:\n"
-        "        x = s.recv(100)\n"
-        "        if not x: break\n"
-        "        d += x\n"
-        "    assert d == b'worker hello %d\\n' % i, d\n"
-        "    s.close()\n"
-        "print('ok')\n")
+    client = PASS_CLIENT.format(addr=B_ADDR, port=7222)
     proof = Proof(b).start(peer=a)
     time.sleep(0.3)
     proof.note_xdp()

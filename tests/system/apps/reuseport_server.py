@@ -48,6 +48,21 @@ def save(out, idx, n):
     os.replace(tmp, f"{out}.{idx}")
 
 
+def answer(c, idx):
+    """Reads the request on accepted connection c, answers "<idx> <pid>" and closes it; False
+    (said on stderr) when that failed."""
+    with c:
+        c.setblocking(True)
+        c.settimeout(10)
+        try:
+            c.recv(64)
+            c.sendall(f"{idx} {os.getpid()}\n".encode())
+        except OSError as e:
+            print("connection error:", e, file=sys.stderr, flush=True)
+            return False
+    return True
+
+
 CLOSE_REQUESTED = []
 
 
@@ -82,15 +97,8 @@ def serve(socks, out):
                 c, _peer = key.fileobj.accept()
             except BlockingIOError:
                 continue
-            with c:
-                c.setblocking(True)
-                c.settimeout(10)
-                try:
-                    c.recv(64)
-                    c.sendall(f"{idx} {os.getpid()}\n".encode())
-                except OSError as e:
-                    print("connection error:", e, file=sys.stderr, flush=True)
-                    continue
+            if not answer(c, idx):
+                continue
             counts[idx] += 1
             save(out, idx, counts[idx])
 
@@ -149,15 +157,8 @@ def serve_thread(idx, addr, port, out, started):
             c, _peer = lsock.accept()
         except BlockingIOError:
             continue
-        with c:
-            c.setblocking(True)
-            c.settimeout(10)
-            try:
-                c.recv(64)
-                c.sendall(f"{idx} {os.getpid()}\n".encode())
-            except OSError as e:
-                print("connection error:", e, file=sys.stderr, flush=True)
-                continue
+        if not answer(c, idx):
+            continue
         n += 1
         save(out, idx, n)
 
