@@ -205,11 +205,13 @@ def test_two_reuseport_listeners_share_the_connections(testbed, slip, workdir, m
         check_proof(a, b, before_a, before_b, proto)
         if mode == "fork-before":
             # Processes that each open their own listener: the second to listen moves it to a
-            # stack of its own (<stack>.<pid>), and each stack took connections.
+            # stack of its own (<stack>.<pid>); two that listen at the same instant may both move
+            # (the shared stack then takes nothing). Either way the two listeners' connections
+            # are in two stacks, each with one process's connections, one of them a process's own.
             stacks = [st for st in worker_stacks(b, build_dir / "slipstream") if set(st["procs"]) & pids]
-            assert len(stacks) == 2, f"expected the shared stack and one process's own: {stacks}"
-            assert any(st["name"].rsplit(".", 1)[-1] in pids for st in stacks), stacks
-            assert all(st["passive"] > 0 for st in stacks), f"a stack took no connection: {stacks}"
+            busy = [st for st in stacks if st["passive"] > 0]
+            assert len(busy) == 2 and sum(st["passive"] for st in busy) == NCONN, stacks
+            assert any(st["name"].rsplit(".", 1)[-1] in pids for st in busy), stacks
     finally:
         rc, text = stop_with_log(p, log)
     check_server_end(rc, text)
