@@ -229,6 +229,7 @@ struct tcp_conn {
     uint32_t keepidle, keepintvl, keepcnt;   /* seconds, seconds, probes */
     uint32_t user_timeout_ms;  /* TCP_USER_TIMEOUT, 0 = none */
     slip_time_t rtx_stamp;    /* since when the oldest unacknowledged data waits (user timeout) */
+    slip_time_t probe_stamp;  /* first zero-window probe of this episode (user timeout), 0: none */
     int32_t linger;           /* seconds when TCPF_LINGER */
     int32_t so_error;         /* positive errno, reported once */
     int32_t soft_error;       /* last ICMP soft error, reported on timeout */

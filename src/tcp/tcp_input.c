@@ -246,6 +246,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if (opened && win > 0 && tcp_timer__armed(c, TT_PERSIST)) {
             tcp_timer__stop(c, TT_PERSIST);
             c->persist_shift = 0;
+            c->probe_stamp = 0;
             /* Probing moved SND.NXT nowhere; resume from SND.UNA. */
         }
     }
@@ -324,10 +325,14 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if ((c->flags & TCPF_SHUT_RD) && c->state != TCPS_ESTABLISHED && seq_gt(s->seq + s->len, c->rcv_nxt)) {
         /* RFC 1122 4.2.2.13, as Linux (tcp_rcv_state_process, TCPAbortOnData): new data after
          * shutdown(SHUT_RD) or close() and our FIN is lost for good; a reset says so, and the
-         * application's next call gets ECONNRESET. */
+         * application's next call gets ECONNRESET. The reset answers this segment as
+         * RFC 9293 §3.10.7.1 does, <SEQ=SEG.ACK><CTL=RST>, as Linux's (packetdrill user_timeout):
+         * SEG.ACK is what the peer expects next, so its RFC 5961 §3.2 check takes the reset at
+         * once, where one at our SND.MAX (past a FIN it has not seen) would only draw a
+         * challenge ACK. */
         sh->c.abort_on_data++;
         free_payload(env, s);
-        tcp_output__rst(env, sh, c);
+        tcp_output__rst_reply(env, sh, s);
         tcp_conn__drop(env, sh, c, ECONNRESET);
         return false;
     }

@@ -363,8 +363,10 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             uint8_t f = WIRE_TCP_SYN | (c->state == TCPS_SYN_RECEIVED ? WIRE_TCP_ACK : 0);
             rc = tcp_output__segment(env, sh, c, c->iss, 0, f);
             if (rc == 0) {
-                if (c->snd_max == c->iss)
+                if (c->snd_max == c->iss) {
                     start_rtt(env, c, c->iss);
+                    c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from the first SYN */
+                }
                 c->snd_nxt = c->iss + 1;
                 c->snd_max = seq_max(c->snd_max, c->snd_nxt);
             }
@@ -475,6 +477,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         if (!tcp_timer__armed(c, TT_REXMT))
             tcp_timer__rexmt_restart(env, sh, c);
         tcp_timer__stop(c, TT_PERSIST);
+        c->probe_stamp = 0;     /* the window let data out: no zero-window episode now */
         if (flags & WIRE_TCP_FIN)
             break;
     }

@@ -423,4 +423,115 @@ TEST(test_user_timeout_ends_unacknowledged_connection)
     cf_close(&s);
 }
 
+/* TCP_USER_TIMEOUT bounds our own SYN too (Linux tcp_write_timeout: the retry count or the user
+ * timeout, whichever comes first): with 1500 ms set before connect() and no answer, connect
+ * fails with ETIMEDOUT 1.5 s after the first SYN, not after TCP_SYN_RETRIES backed-off retries
+ * (over two minutes). */
+TEST(test_user_timeout_ends_unanswered_syn)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 1500), ==, 0);
+    slip_time_t t0 = s.env->now;
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    advance(&s, 1400 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_SYN_SENT);
+    CHECK(C(&s)->rxt_shift, ==, 1);      /* the SYN went again after the 1 s initial RTO */
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.sh->c.conn_timeouts, ==, 1u);
+    CHECK(s.env->now - t0, <=, 1600 * SLIP_MSEC);
+    tcp_conn__close(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
+/* Zero-window probing answered by a peer that keeps its window shut: without the option that
+ * goes on for ever (RFC 9293 §3.8.6.1); with TCP_USER_TIMEOUT 3000 the connection ends about 3 s
+ * after the first probe (Linux tcp_probe_timer), although every probe is answered. */
+TEST(test_user_timeout_ends_zero_window_probing)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 0, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 3000), ==, 0);
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    slip_time_t first = 0, end = s.env->now + 10 * SLIP_SEC;
+    unsigned probes = 0;
+    while (C(&s)->state == TCPS_ESTABLISHED && s.env->now < end) {
+        advance(&s, 10 * SLIP_MSEC);
+        if (s.h.nsent == 0 || C(&s)->state != TCPS_ESTABLISHED)
+            continue;
+        struct tout o;
+        CHECK(t_last(&s.h, &o), ==, true);
+        CHECK(o.len, ==, 0u);
+        CHECK(o.th.seq, ==, s.iss);      /* the probe: SND.UNA - 1 */
+        if (!first)
+            first = s.env->now;
+        probes++;
+        h_free_sent(&s.h);
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 0);
+    }
+    CHECK(probes, >=, 3u);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.env->now - first, >=, 3000 * SLIP_MSEC);
+    CHECK(s.env->now - first, <=, 3020 * SLIP_MSEC);
+    cf_close(&s);
+}
+
+/* Keepalive with TCP_USER_TIMEOUT: the connection ends once the peer has been silent for the
+ * user timeout and a probe went unanswered, whatever TCP_KEEPCNT says (Linux
+ * tcp_keepalive_timer). Idle 1 s, interval 1 s, 9 probes, user timeout 2500 ms: probes at 1 s
+ * and 2 s, the end at 3 s (not at 10 s after 9 probes). */
+TEST(test_user_timeout_ends_keepalive_probing)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    slip_time_t t0 = s.env->now;
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPIDLE, 1), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPINTVL, 1), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPCNT, 9), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 2500), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPALIVE, 1), ==, 0);
+    advance(&s, 2900 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    CHECK(C(&s)->keep_probes, ==, 2);
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.sh->c.keepalive_drops, ==, 1u);
+    CHECK(s.env->now - t0, <=, 3100 * SLIP_MSEC);
+    cf_close(&s);
+}
+
+/* New data after close() while our FIN is unacknowledged (packetdrill user_timeout): the reset
+ * answers the segment, <SEQ=SEG.ACK><CTL=RST> without ACK, as Linux's; before, a RST+ACK at our
+ * SND.MAX (past the FIN the peer has not acknowledged), which a peer following RFC 5961 §3.2
+ * answers with a challenge ACK instead of closing. */
+TEST(test_data_after_close_is_answered_by_rst_at_seg_ack)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    tcp_conn__close(s.env, s.sh, s.c);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.flags & WIRE_TCP_FIN, !=, 0);
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, "z", 1, 257);
+    CHECK(s.sh->c.abort_on_data, ==, 1u);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.flags, ==, WIRE_TCP_RST);
+    CHECK(o.th.seq, ==, s.iss + 1);
+    CHECK(o.len, ==, 0u);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    CHECK(s.sh->nused, ==, 0u);
+    cf_fini(&s);
+}
+
 TEST_MAIN()
