@@ -93,7 +93,12 @@ void tcp_send__queued(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn
         c->flags |= TCPF_AUTOCORK;
     else
         c->flags &= ~TCPF_AUTOCORK;     /* a send that does not wait pushes what waited */
+    /* MSG_MORE holds a partial tail in this send's own output only, as Linux (tcp_push corks
+     * that one push): output driven later by an ACK sends it under the socket's own Nagle and
+     * TCP_CORK rules (packetdrill nagle/sendmsg_msg_more). */
+    c->in_send = 1;
     tcp_output(env, sh, c);
+    c->in_send = 0;
 }
 
 void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
@@ -102,7 +107,9 @@ void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
     if (!(c->flags & TCPF_AUTOCORK))
         return;
     c->flags &= ~TCPF_AUTOCORK;
+    c->in_send = 1;     /* the deferred end of the last send: its MSG_MORE still holds */
     tcp_output(env, sh, c);
+    c->in_send = 0;
 }
 
 /* Drops n bytes from the front of rcvq, freeing emptied buffers. */

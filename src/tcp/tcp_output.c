@@ -295,16 +295,19 @@ static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
 /* Sender-side decision for a segment of len new bytes (RFC 9293 §3.8.6.2.1, RFC 1122 §4.2.3.4
  * with Nagle, RFC 896): full segments go; a partial one goes when it empties the queue and
  * neither cork nor MSG_MORE holds it and (TCP_NODELAY or no partial segment is unacknowledged:
- * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
+ * Minshall's refinement, as Linux), or when it is at least half the largest window offered.
+ * MSG_MORE holds only in the output of the send that carried it (Linux's tcp_push): an ACK
+ * later lets the tail go by the rules above. */
 static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
 {
     if (c->flags & TCPF_PUSH_HELD)
         return len == left;
-    if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK))) {
+    bool hold = (c->flags & (TCPF_CORK | TCPF_AUTOCORK)) || ((c->flags & TCPF_MORE) && c->in_send);
+    if (len == left && !hold) {
         if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
             return true;
     }
-    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK)))
+    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !hold)
         return true;
     return false;
 }

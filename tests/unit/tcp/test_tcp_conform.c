@@ -534,4 +534,43 @@ TEST(test_data_after_close_is_answered_by_rst_at_seg_ack)
     cf_fini(&s);
 }
 
+/* MSG_MORE holds a partial tail only in the send that carried it, as Linux (its tcp_push corks
+ * that one push): the next ACK sends the tail under the socket's own rules (TCP_NODELAY here),
+ * without PSH (packetdrill nagle/sendmsg_msg_more: 3100 bytes and 50 with MSG_MORE, an ACK for
+ * the first 2000, then the 150 alone). Before, the tail waited for a later send or the RTO. */
+TEST(test_msg_more_tail_goes_with_the_next_ack)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1), ==, 0);
+    CHECK(cf_send(&s, 3100, TCP_SEND_MORE), ==, 3100);
+    unsigned n;
+    uint32_t end;
+    CHECK(sent_bytes(&s, &n, &end), ==, 3000u);
+    h_free_sent(&s.h);
+    s.env->now += 3 * SLIP_MSEC;
+    CHECK(cf_send(&s, 50, TCP_SEND_MORE), ==, 50);
+    CHECK(s.h.nsent, ==, 0u);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 2001, NULL, 0, 257);
+    CHECK(s.h.nsent, ==, 1u);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.seq, ==, s.iss + 3001);
+    CHECK(o.len, ==, 150u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK);
+    h_free_sent(&s.h);
+    /* While data is in flight a MSG_MORE send still holds its own tail. */
+    s.env->now += SLIP_MSEC;
+    CHECK(cf_send(&s, 4, TCP_SEND_MORE), ==, 4);
+    CHECK(s.h.nsent, ==, 0u);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 3151, NULL, 0, 257);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.seq, ==, s.iss + 3151);
+    CHECK(o.len, ==, 4u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
