@@ -181,6 +181,7 @@ struct tcp_conn {
     uint32_t max_flight, cwnd_usage_seq;
     uint8_t cwnd_limited;
     uint8_t in_send;          /* tcp_send__queued's output runs: MSG_MORE holds only then */
+    uint8_t sndbuf_full;      /* a send found too little room (Linux SOCK_NOSPACE): TCP_INFO */
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;

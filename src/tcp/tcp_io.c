@@ -33,13 +33,13 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     if (want == 0)
         return 0;
     if (c->sndq.bytes >= c->sndbuf) {
-        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);    /* the writer waits for room */
+        c->sndbuf_full = 1;     /* the writer waits for room (TCP_INFO sndbuf_limited) */
         return -EAGAIN;
     }
     size_t room = c->sndbuf - c->sndq.bytes;
     size_t todo = SLIP_MIN(want, room);
     if (todo < want)
-        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);
+        c->sndbuf_full = 1;
     size_t done = 0;
     int k = 0;
     size_t koff = 0;

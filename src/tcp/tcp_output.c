@@ -313,10 +313,18 @@ static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t le
 }
 
 /* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
- * data waits that cwnd would let out but the peer's window does not; the send-buffer limit
- * ends once there is room again. */
-static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, slip_time_t now)
+ * data waits that cwnd would let out but the peer's window does not; limited by the send buffer
+ * (Linux tcp_cwnd_validate) from a send after which nothing queued is left unsent, cwnd was not
+ * what held the sender back, and the writer had found the buffer full: the path then idles for
+ * want of data the buffer could not take. That limit ends when a third of the buffer is free
+ * again (Linux's sk_stream_write_space clears SOCK_NOSPACE there). Time the buffer is full
+ * while cwnd keeps the data queued is busy time, not this. */
+static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, bool sent, slip_time_t now)
 {
+    if (c->sndbuf_full && c->sndbuf - SLIP_MIN(c->sndq.bytes, c->sndbuf) >= c->sndq.bytes / 2) {
+        c->sndbuf_full = 0;
+        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
+    }
     if (c->sndq.bytes == 0) {
         tcp_chrono__stop(c, TCP_CHRONO_BUSY, now);
         return;
@@ -333,8 +341,12 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
         tcp_chrono__start(c, TCP_CHRONO_RWND, now);
     else
         tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
-    if (c->sndq.bytes < c->sndbuf)
-        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
+    /* In slow start cwnd counts as the limit while it is below twice the most in flight in
+     * this window (Linux tcp_is_cwnd_limited, as the ACK path uses it). */
+    bool cwnd_limited = c->cwnd_limited || (c->cwnd < c->ssthresh && c->cwnd < 2 * c->max_flight);
+    if (sent && c->sndbuf_full && !seq_lt(c->snd_nxt, data_end) && !cwnd_limited &&
+        (c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT))
+        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, now);
 }
 
 /* Linux's tcp_cwnd_validate (the idea of RFC 7661): after a send, remember per window (until
@@ -490,7 +502,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         cwnd_validate(c, data_end, dmss);
     if (was_idle && sent_new)
         c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
-    chrono_update(c, data_end, dmss, env->now);
+    chrono_update(c, data_end, dmss, sent, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)

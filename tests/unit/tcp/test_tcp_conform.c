@@ -573,4 +573,56 @@ TEST(test_msg_more_tail_goes_with_the_next_ack)
     cf_close(&s);
 }
 
+/* TCP_INFO sndbuf_limited counts what Linux counts (tcp_cwnd_validate): time after a send that
+ * left nothing queued unsent, with cwnd not the limit, while the writer had found the buffer
+ * full; it ends when a third of the buffer is free again. A 20000-byte buffer, a writer with
+ * 150000 bytes that refills it after the ACKs (as packetdrill tcp-info-sndbuf-limited's blocking
+ * write), every segment acknowledged 10 ms after it left: the first two rounds are cwnd-limited
+ * (10, then 20 segments in flight), the next two leave with room in cwnd and the buffer is the
+ * limit: 30 ms of the 50 ms busy. Before, every moment the buffer was full counted: 50 ms. */
+TEST(test_tcp_info_sndbuf_limited_counts_when_the_buffer_idles_the_path)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_SNDBUF, 20000), ==, 0);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    s.iss = o.th.seq;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 0, .ack = s.iss + 1, .flags = WIRE_TCP_SYN | WIRE_TCP_ACK,
+                       .win = 10000, .opts = t_synopts(1000, 8, true, false, 0) };
+    t_feed(&s.h, s.sh, &sa);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    s.env->now += 90 * SLIP_MSEC;
+    size_t left = 150000;
+    ssize_t n = cf_send(&s, left, 0);
+    CHECK(n, ==, 20000);
+    left -= (size_t)n;
+    for (unsigned round = 0; round < 3; round++) {
+        s.env->now += 10 * SLIP_MSEC;
+        uint32_t una = C(&s)->snd_una, nxt = C(&s)->snd_nxt;
+        for (uint32_t ack = una + 1000; seq_leq(ack, nxt); ack += 1000) {
+            struct tseg a = { .sport = 80, .dport = 40000, .seq = 1, .ack = ack, .flags = WIRE_TCP_ACK, .win = 10000 };
+            t_feed(&s.h, s.sh, &a);
+        }
+        n = cf_send(&s, left, 0);       /* the blocked writer, woken: it fills the buffer again */
+        CHECK(n, >, 0);
+        left -= (size_t)n;
+        CHECK(C(&s)->sndq.bytes, ==, 20000u);
+        h_free_sent(&s.h);
+    }
+    CHECK(C(&s)->snd_nxt - s.iss, ==, 70001u);
+    s.env->now += 20 * SLIP_MSEC;
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.busy_us, ==, 50000u);
+    CHECK(in.sndbuf_limited_us, ==, 30000u);
+    CHECK(in.rwnd_limited_us, ==, 0u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
 TEST_MAIN()
