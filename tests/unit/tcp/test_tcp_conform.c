@@ -625,4 +625,37 @@ TEST(test_tcp_info_sndbuf_limited_counts_when_the_buffer_idles_the_path)
     cf_fini(&s);
 }
 
+/* TCP_MAXSEG keeps reading the connection's MSS after a reset, as Linux's mss_cache does
+ * (packetdrill mss/mss-getsockopt-tcp_maxseg-server: its wire server resets the connection
+ * before the script reads 1100). Before, a CLOSED connection read 536, the value of a socket
+ * that never connected. A failed connect() still reads 536. */
+TEST(test_maxseg_after_reset_is_the_connection_mss)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1100, 257, true);
+    int v = 0;
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 1100);
+    pseg(&s, WIRE_TCP_RST | WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 257);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 1100);
+    tcp_conn__close(s.env, s.sh, s.c);
+
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    struct tseg rst = { .sport = 80, .dport = 40000, .seq = 0, .ack = o.th.seq + 1,
+                        .flags = WIRE_TCP_RST | WIRE_TCP_ACK };
+    t_feed(&s.h, s.sh, &rst);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 536);
+    tcp_conn__close(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    cf_fini(&s);
+}
+
 TEST_MAIN()
