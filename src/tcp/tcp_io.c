@@ -154,16 +154,20 @@ void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c)
 }
 
 /* RFC 9293 §3.8.6.2.2: after the application reads, tell the peer once the window grew by
- * min(RCV.BUFF/2, MSS) beyond what it knows; smaller openings would invite silly segments. */
+ * min(RCV.BUFF/2, MSS) beyond what it knows; smaller openings would invite silly segments. The
+ * space counts up to the largest window the header can carry (65535 << our scale, Linux's
+ * window_clamp): without window scaling a 64 KiB window already offered cannot grow, and an
+ * update would repeat it (packetdrill ioctl/ioctl-siocinq-fin: Linux sends none after a read). */
 static void maybe_window_update(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     if (!TCPS_HAVEESTABLISHED(c->state) || c->state == TCPS_TIME_WAIT)
         return;
-    uint32_t edge = c->rcv_nxt + tcp_rcv_space(c);
+    uint32_t space = SLIP_MIN(tcp_rcv_space(c), 65535u << c->rcv_wscale);
+    uint32_t edge = c->rcv_nxt + space;
     uint32_t thresh = SLIP_MIN(c->rcvbuf / 2, (uint32_t)c->rcv_mss);
     if (seq_geq(edge, c->rcv_adv + thresh) && seq_gt(edge, c->rcv_adv)) {
         /* Only worth it if the advertised window is getting small (Linux: under half). */
-        if (c->rcv_adv - c->rcv_nxt <= tcp_rcv_space(c) / 2) {
+        if (c->rcv_adv - c->rcv_nxt <= space / 2) {
             c->flags |= TCPF_ACK_NOW;
             tcp_output(env, sh, c);
         }

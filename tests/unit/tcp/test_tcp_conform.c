@@ -658,4 +658,72 @@ TEST(test_maxseg_after_reset_is_the_connection_mss)
     cf_fini(&s);
 }
 
+/* Without window scaling our window field tops out at 65535: a read that frees buffer space
+ * beyond that cannot move the right edge, so no window update goes out (Linux's window_clamp;
+ * packetdrill ioctl/ioctl-siocinq-fin: its next expected segment is the ACK of a later FIN, and
+ * ours was a repeated ACK with the same 65535 window). With scaling the update still goes once
+ * the offered window fell to half of what the buffer allows. */
+TEST(test_read_sends_no_window_update_that_moves_nothing)
+{
+    struct cf s;
+    cf_init(&s);
+    s.l = tcp_conn__open(s.sh);
+    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
+    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 20000,
+                        .opts = t_synopts(1000, -1, true, false, 0) };
+    t_feed(&s.h, s.sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_wscale, ==, false);
+    s.iss = o.th.seq;
+    s.pseq = 1001;
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 20000);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(tcp_rcv_space(C(&s)), >, 65535u);     /* the buffer could offer more than the field */
+    static char data[1000];
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, data, sizeof(data), 20000);
+    s.pseq += sizeof(data);
+    CHECK(t_last(&s.h, &o), ==, true);           /* the ACK (one of the first, quick) */
+    CHECK(o.th.ack, ==, s.pseq);
+    CHECK(o.th.window, ==, 65535);
+    h_free_sent(&s.h);
+    char buf[5000];
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+
+    /* Scaled, an 8192-byte buffer: 5000 bytes held leave 3192 offered, under half; reading
+     * them moves the edge by 5000, and the update goes. */
+    CHECK(tcp_conn__setopt(s.env, s.sh, (slip_idx_t)s.l, TCPO_RCVBUF, 8192), ==, 0);
+    syn.sport = 5556;
+    syn.opts = t_synopts(1000, 7, true, false, 0);
+    t_feed(&s.h, s.sh, &syn);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_wscale, ==, true);
+    uint32_t iss = o.th.seq, pseq = 1001;
+    h_free_sent(&s.h);
+    struct tseg t = { .sport = 5556, .dport = 80, .seq = pseq, .ack = iss + 1, .flags = WIRE_TCP_ACK, .win = 200 };
+    t_feed(&s.h, s.sh, &t);
+    c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    t.flags = WIRE_TCP_ACK | WIRE_TCP_PSH;
+    t.data = data;
+    t.len = sizeof(data);
+    for (int k = 0; k < 5; k++, t.seq += 1000)
+        t_feed(&s.h, s.sh, &t);
+    s.env->now += 50 * SLIP_MSEC;
+    tcp_timer__poll(s.env, s.sh);               /* any delayed ACK out */
+    h_free_sent(&s.h);
+    CHECK(C(&s)->rcv_adv - C(&s)->rcv_nxt, <=, 4096u);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 5000);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK((uint32_t)o.th.window << C(&s)->rcv_wscale, >=, 8000u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
