@@ -664,8 +664,14 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         s->flags &= (uint8_t)~WIRE_TCP_FIN;
         c->flags |= TCPF_ACK_NOW;
     }
-    /* RFC 7323 §4.3: TS.Recent follows the segment covering Last.ACK.sent. */
-    if ((c->flags & TCPF_TS_OK) && o->has_ts && seq_leq(orig_seq, c->last_ack_sent))
+    /* RFC 7323 §4.3: TS.Recent follows the segment covering Last.ACK.sent, once its ACK field is
+     * acceptable (as Linux's tcp_ack, FLAG_UPDATE_TS_RECENT): a segment acknowledging data never
+     * sent, or older than the RFC 5961 §5.2 bound, is dropped in the fifth step, and its TSval
+     * taken as TS.Recent would make PAWS drop every later segment (packetdrill ts_recent/
+     * invalid_ack: an invalid ACK with TSval 200000, then data with 201). */
+    bool ack_ok = !(s->flags & WIRE_TCP_ACK) ||
+                  (!seq_gt(s->ack, c->snd_max) && !seq_lt(s->ack, c->snd_una - SLIP_MAX(c->max_sndwnd, 1u)));
+    if ((c->flags & TCPF_TS_OK) && o->has_ts && ack_ok && seq_leq(orig_seq, c->last_ack_sent))
         c->ts_recent = o->tsval;
 
     /* second, check the RST bit (RFC 5961 §3.2): exactly RCV.NXT resets, anything else in the

@@ -726,4 +726,54 @@ TEST(test_read_sends_no_window_update_that_moves_nothing)
     cf_close(&s);
 }
 
+/* A segment whose ACK acknowledges data never sent is dropped (RFC 9293 §3.10.7.4), and its
+ * TSval must not become TS.Recent (Linux takes it only with an acceptable ACK): else PAWS
+ * drops every later segment with sane timestamps (packetdrill ts_recent/invalid_ack: a FIN
+ * with ACK 9999 and TSval 200000, then data with TSval 201, which must be taken and ACKed
+ * with TSecr 201). Before, the data was dropped as an old duplicate. */
+TEST(test_invalid_ack_does_not_set_ts_recent)
+{
+    struct cf s;
+    cf_init(&s);
+    s.l = tcp_conn__open(s.sh);
+    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = 0, .flags = WIRE_TCP_SYN, .win = 20000,
+                      .opts = t_synopts(1000, -1, true, true, 100) };
+    t_feed(&s.h, s.sh, &t);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_ts, ==, true);
+    uint32_t iss = o.th.seq, ours = o.th.opts.tsval;
+    h_free_sent(&s.h);
+    memset(&t.opts, 0, sizeof(t.opts));
+    t.opts.has_ts = true;
+    t.opts.tsecr = ours;
+    t.seq = 1;
+    t.ack = iss + 1;
+    t.flags = WIRE_TCP_ACK;
+    t.opts.tsval = 200;
+    t_feed(&s.h, s.sh, &t);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    t.flags = WIRE_TCP_FIN | WIRE_TCP_ACK;
+    t.ack = iss + 9999;
+    t.opts.tsval = 200000;
+    t_feed(&s.h, s.sh, &t);
+    CHECK(C(&s)->ts_recent, ==, 200u);
+    h_free_sent(&s.h);
+    static char data[1000];
+    t.flags = WIRE_TCP_ACK;
+    t.ack = iss + 1;
+    t.opts.tsval = 201;
+    t.data = data;
+    t.len = sizeof(data);
+    t_feed(&s.h, s.sh, &t);
+    CHECK(C(&s)->rcv_nxt, ==, 1001u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.ack, ==, 1001u);
+    CHECK(o.th.opts.tsecr, ==, 201u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
