@@ -53,7 +53,7 @@
 #define TCPF_ORPHAN      0x00000002u   /* the application closed it; freed once CLOSED */
 #define TCPF_NODELAY     0x00000004u
 #define TCPF_CORK        0x00000008u
-#define TCPF_MORE        0x00000010u   /* last send had MSG_MORE */
+#define TCPF_MORE        0x00000010u   /* last send had MSG_MORE (its tail: no PSH, the 200 ms limit) */
 #define TCPF_KEEPALIVE   0x00000020u
 #define TCPF_SACK_OK     0x00000040u   /* negotiated (RFC 2018) */
 #define TCPF_TS_OK       0x00000080u   /* negotiated (RFC 7323 §3) */
@@ -180,6 +180,8 @@ struct tcp_conn {
      * was sent, and whether cwnd stopped the sender in that window (tcp_output.c). */
     uint32_t max_flight, cwnd_usage_seq;
     uint8_t cwnd_limited;
+    uint8_t in_send;          /* tcp_send__queued's output runs: MSG_MORE holds only then */
+    uint8_t sndbuf_full;      /* a send found too little room (Linux SOCK_NOSPACE): TCP_INFO */
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;
@@ -229,6 +231,7 @@ struct tcp_conn {
     uint32_t keepidle, keepintvl, keepcnt;   /* seconds, seconds, probes */
     uint32_t user_timeout_ms;  /* TCP_USER_TIMEOUT, 0 = none */
     slip_time_t rtx_stamp;    /* since when the oldest unacknowledged data waits (user timeout) */
+    slip_time_t probe_stamp;  /* first zero-window probe of this episode (user timeout), 0: none */
     int32_t linger;           /* seconds when TCPF_LINGER */
     int32_t so_error;         /* positive errno, reported once */
     int32_t soft_error;       /* last ICMP soft error, reported on timeout */

@@ -246,6 +246,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         if (opened && win > 0 && tcp_timer__armed(c, TT_PERSIST)) {
             tcp_timer__stop(c, TT_PERSIST);
             c->persist_shift = 0;
+            c->probe_stamp = 0;
             /* Probing moved SND.NXT nowhere; resume from SND.UNA. */
         }
     }
@@ -324,10 +325,14 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if ((c->flags & TCPF_SHUT_RD) && c->state != TCPS_ESTABLISHED && seq_gt(s->seq + s->len, c->rcv_nxt)) {
         /* RFC 1122 4.2.2.13, as Linux (tcp_rcv_state_process, TCPAbortOnData): new data after
          * shutdown(SHUT_RD) or close() and our FIN is lost for good; a reset says so, and the
-         * application's next call gets ECONNRESET. */
+         * application's next call gets ECONNRESET. The reset answers this segment as
+         * RFC 9293 §3.10.7.1 does, <SEQ=SEG.ACK><CTL=RST>, as Linux's (packetdrill user_timeout):
+         * SEG.ACK is what the peer expects next, so its RFC 5961 §3.2 check takes the reset at
+         * once, where one at our SND.MAX (past a FIN it has not seen) would only draw a
+         * challenge ACK. */
         sh->c.abort_on_data++;
         free_payload(env, s);
-        tcp_output__rst(env, sh, c);
+        tcp_output__rst_reply(env, sh, s);
         tcp_conn__drop(env, sh, c, ECONNRESET);
         return false;
     }
@@ -659,8 +664,14 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         s->flags &= (uint8_t)~WIRE_TCP_FIN;
         c->flags |= TCPF_ACK_NOW;
     }
-    /* RFC 7323 §4.3: TS.Recent follows the segment covering Last.ACK.sent. */
-    if ((c->flags & TCPF_TS_OK) && o->has_ts && seq_leq(orig_seq, c->last_ack_sent))
+    /* RFC 7323 §4.3: TS.Recent follows the segment covering Last.ACK.sent, once its ACK field is
+     * acceptable (as Linux's tcp_ack, FLAG_UPDATE_TS_RECENT): a segment acknowledging data never
+     * sent, or older than the RFC 5961 §5.2 bound, is dropped in the fifth step, and its TSval
+     * taken as TS.Recent would make PAWS drop every later segment (packetdrill ts_recent/
+     * invalid_ack: an invalid ACK with TSval 200000, then data with 201). */
+    bool ack_ok = !(s->flags & WIRE_TCP_ACK) ||
+                  (!seq_gt(s->ack, c->snd_max) && !seq_lt(s->ack, c->snd_una - SLIP_MAX(c->max_sndwnd, 1u)));
+    if ((c->flags & TCPF_TS_OK) && o->has_ts && ack_ok && seq_leq(orig_seq, c->last_ack_sent))
         c->ts_recent = o->tsval;
 
     /* second, check the RST bit (RFC 5961 §3.2): exactly RCV.NXT resets, anything else in the

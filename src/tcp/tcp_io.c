@@ -33,13 +33,13 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     if (want == 0)
         return 0;
     if (c->sndq.bytes >= c->sndbuf) {
-        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);    /* the writer waits for room */
+        c->sndbuf_full = 1;     /* the writer waits for room (TCP_INFO sndbuf_limited) */
         return -EAGAIN;
     }
     size_t room = c->sndbuf - c->sndq.bytes;
     size_t todo = SLIP_MIN(want, room);
     if (todo < want)
-        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);
+        c->sndbuf_full = 1;
     size_t done = 0;
     int k = 0;
     size_t koff = 0;
@@ -93,7 +93,12 @@ void tcp_send__queued(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn
         c->flags |= TCPF_AUTOCORK;
     else
         c->flags &= ~TCPF_AUTOCORK;     /* a send that does not wait pushes what waited */
+    /* MSG_MORE holds a partial tail in this send's own output only, as Linux (tcp_push corks
+     * that one push): output driven later by an ACK sends it under the socket's own Nagle and
+     * TCP_CORK rules (packetdrill nagle/sendmsg_msg_more). */
+    c->in_send = 1;
     tcp_output(env, sh, c);
+    c->in_send = 0;
 }
 
 void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
@@ -102,7 +107,9 @@ void tcp_conn__uncork(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i)
     if (!(c->flags & TCPF_AUTOCORK))
         return;
     c->flags &= ~TCPF_AUTOCORK;
+    c->in_send = 1;     /* the deferred end of the last send: its MSG_MORE still holds */
     tcp_output(env, sh, c);
+    c->in_send = 0;
 }
 
 /* Drops n bytes from the front of rcvq, freeing emptied buffers. */
@@ -147,16 +154,20 @@ void tcp_rcvq__purge(struct pkt_pool *pool, struct tcp_conn *c)
 }
 
 /* RFC 9293 §3.8.6.2.2: after the application reads, tell the peer once the window grew by
- * min(RCV.BUFF/2, MSS) beyond what it knows; smaller openings would invite silly segments. */
+ * min(RCV.BUFF/2, MSS) beyond what it knows; smaller openings would invite silly segments. The
+ * space counts up to the largest window the header can carry (65535 << our scale, Linux's
+ * window_clamp): without window scaling a 64 KiB window already offered cannot grow, and an
+ * update would repeat it (packetdrill ioctl/ioctl-siocinq-fin: Linux sends none after a read). */
 static void maybe_window_update(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     if (!TCPS_HAVEESTABLISHED(c->state) || c->state == TCPS_TIME_WAIT)
         return;
-    uint32_t edge = c->rcv_nxt + tcp_rcv_space(c);
+    uint32_t space = SLIP_MIN(tcp_rcv_space(c), 65535u << c->rcv_wscale);
+    uint32_t edge = c->rcv_nxt + space;
     uint32_t thresh = SLIP_MIN(c->rcvbuf / 2, (uint32_t)c->rcv_mss);
     if (seq_geq(edge, c->rcv_adv + thresh) && seq_gt(edge, c->rcv_adv)) {
         /* Only worth it if the advertised window is getting small (Linux: under half). */
-        if (c->rcv_adv - c->rcv_nxt <= tcp_rcv_space(c) / 2) {
+        if (c->rcv_adv - c->rcv_nxt <= space / 2) {
             c->flags |= TCPF_ACK_NOW;
             tcp_output(env, sh, c);
         }

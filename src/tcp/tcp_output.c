@@ -295,25 +295,36 @@ static void start_rtt(struct ip_env *env, struct tcp_conn *c, uint32_t seq)
 /* Sender-side decision for a segment of len new bytes (RFC 9293 §3.8.6.2.1, RFC 1122 §4.2.3.4
  * with Nagle, RFC 896): full segments go; a partial one goes when it empties the queue and
  * neither cork nor MSG_MORE holds it and (TCP_NODELAY or no partial segment is unacknowledged:
- * Minshall's refinement, as Linux), or when it is at least half the largest window offered. */
+ * Minshall's refinement, as Linux), or when it is at least half the largest window offered.
+ * MSG_MORE holds only in the output of the send that carried it (Linux's tcp_push): an ACK
+ * later lets the tail go by the rules above. */
 static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t left)
 {
     if (c->flags & TCPF_PUSH_HELD)
         return len == left;
-    if (len == left && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK))) {
+    bool hold = (c->flags & (TCPF_CORK | TCPF_AUTOCORK)) || ((c->flags & TCPF_MORE) && c->in_send);
+    if (len == left && !hold) {
         if ((c->flags & TCPF_NODELAY) || !seq_gt(c->snd_sml, c->snd_una))
             return true;
     }
-    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !(c->flags & (TCPF_CORK | TCPF_MORE | TCPF_AUTOCORK)))
+    if (c->max_sndwnd && len >= c->max_sndwnd / 2 && !hold)
         return true;
     return false;
 }
 
 /* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
- * data waits that cwnd would let out but the peer's window does not; the send-buffer limit
- * ends once there is room again. */
-static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, slip_time_t now)
+ * data waits that cwnd would let out but the peer's window does not; limited by the send buffer
+ * (Linux tcp_cwnd_validate) from a send after which nothing queued is left unsent, cwnd was not
+ * what held the sender back, and the writer had found the buffer full: the path then idles for
+ * want of data the buffer could not take. That limit ends when a third of the buffer is free
+ * again (Linux's sk_stream_write_space clears SOCK_NOSPACE there). Time the buffer is full
+ * while cwnd keeps the data queued is busy time, not this. */
+static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, bool sent, slip_time_t now)
 {
+    if (c->sndbuf_full && c->sndbuf - SLIP_MIN(c->sndq.bytes, c->sndbuf) >= c->sndq.bytes / 2) {
+        c->sndbuf_full = 0;
+        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
+    }
     if (c->sndq.bytes == 0) {
         tcp_chrono__stop(c, TCP_CHRONO_BUSY, now);
         return;
@@ -330,8 +341,12 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
         tcp_chrono__start(c, TCP_CHRONO_RWND, now);
     else
         tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
-    if (c->sndq.bytes < c->sndbuf)
-        tcp_chrono__stop(c, TCP_CHRONO_SNDBUF, now);
+    /* In slow start cwnd counts as the limit while it is below twice the most in flight in
+     * this window (Linux tcp_is_cwnd_limited, as the ACK path uses it). */
+    bool cwnd_limited = c->cwnd_limited || (c->cwnd < c->ssthresh && c->cwnd < 2 * c->max_flight);
+    if (sent && c->sndbuf_full && !seq_lt(c->snd_nxt, data_end) && !cwnd_limited &&
+        (c->state == TCPS_ESTABLISHED || c->state == TCPS_CLOSE_WAIT))
+        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, now);
 }
 
 /* Linux's tcp_cwnd_validate (the idea of RFC 7661): after a send, remember per window (until
@@ -363,8 +378,10 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             uint8_t f = WIRE_TCP_SYN | (c->state == TCPS_SYN_RECEIVED ? WIRE_TCP_ACK : 0);
             rc = tcp_output__segment(env, sh, c, c->iss, 0, f);
             if (rc == 0) {
-                if (c->snd_max == c->iss)
+                if (c->snd_max == c->iss) {
                     start_rtt(env, c, c->iss);
+                    c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from the first SYN */
+                }
                 c->snd_nxt = c->iss + 1;
                 c->snd_max = seq_max(c->snd_max, c->snd_nxt);
             }
@@ -475,6 +492,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         if (!tcp_timer__armed(c, TT_REXMT))
             tcp_timer__rexmt_restart(env, sh, c);
         tcp_timer__stop(c, TT_PERSIST);
+        c->probe_stamp = 0;     /* the window let data out: no zero-window episode now */
         if (flags & WIRE_TCP_FIN)
             break;
     }
@@ -484,7 +502,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         cwnd_validate(c, data_end, dmss);
     if (was_idle && sent_new)
         c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
-    chrono_update(c, data_end, dmss, env->now);
+    chrono_update(c, data_end, dmss, sent, env->now);
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)

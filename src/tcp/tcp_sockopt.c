@@ -119,8 +119,16 @@ int tcp_conn__getopt(struct tcp_shared *sh, slip_idx_t i, enum tcp_opt opt, int 
     case TCPO_LINGER: *val = (c->flags & TCPF_LINGER) ? c->linger : -1; return 0;
     case TCPO_RCVBUF: *val = (int)c->rcvbuf; return 0;
     case TCPO_SNDBUF: *val = (int)c->sndbuf; return 0;
-    /* Linux reports the payload per segment after options (mss_cache), e.g. 1448 with timestamps */
-    case TCPO_MAXSEG: *val = TCPS_HAVEESTABLISHED(c->state) ? (int)tcp_output__data_mss(c) : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION); return 0;
+    /* Linux reports the payload per segment after options (mss_cache), e.g. 1448 with timestamps;
+     * a connection reset or timed out after its handshake keeps it (mss_cache is not cleared:
+     * packetdrill's wire server resets the connection before mss-getsockopt-tcp_maxseg-server
+     * reads it). */
+    case TCPO_MAXSEG: {
+        bool synced = TCPS_HAVEESTABLISHED(c->state) ||
+                      (c->state == TCPS_CLOSED && (c->flags & TCPF_DONE) && !(c->flags & TCPF_OPEN_FAILED));
+        *val = synced ? (int)tcp_output__data_mss(c) : (c->user_mss ? c->user_mss : TCP_MSS_NO_OPTION);
+        return 0;
+    }
     case TCPO_CONGESTION: *val = c->cc_algo; return 0;
     case TCPO_REUSEPORT: *val = !!(c->flags & TCPF_REUSEPORT); return 0;
     case TCPO_TCLASS: *val = c->tclass; return 0;

@@ -53,13 +53,29 @@ slip_time_t tcp_rto(const struct tcp_conn *c)
     return rto > TCP_RTO_MAX ? TCP_RTO_MAX : rto;
 }
 
+/* TCP_USER_TIMEOUT (RFC 5482) watches the states in which Linux's tcp_write_timeout does: the
+ * synchronized ones and our own SYN (connect(), or a simultaneous open that took us to
+ * SYN-RECEIVED). A passive child still in SYN-RECEIVED is what Linux keeps as a request
+ * socket, whose SYN-ACK retries ignore the option: so does ours. */
+static bool user_timeout_on(const struct tcp_conn *c)
+{
+    return c->user_timeout_ms &&
+           (TCPS_HAVEESTABLISHED(c->state) || c->state == TCPS_SYN_SENT ||
+            (c->state == TCPS_SYN_RECEIVED && c->parent == SLIP_NIL));
+}
+
+static slip_time_t user_timeout(const struct tcp_conn *c)
+{
+    return (slip_time_t)c->user_timeout_ms * SLIP_MSEC;
+}
+
 void tcp_timer__rexmt_restart(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     slip_time_t at = env->now + tcp_rto(c);
-    if (c->user_timeout_ms && TCPS_HAVEESTABLISHED(c->state) && c->snd_una != c->snd_max) {
+    if (user_timeout_on(c) && c->snd_una != c->snd_max) {
         /* Linux tcp_clamp_rto_to_user_timeout: no expiry later than the user timeout, which
          * rexmt_expired then enforces (also when a probe restarts this timer). */
-        slip_time_t end = c->rtx_stamp + (slip_time_t)c->user_timeout_ms * SLIP_MSEC;
+        slip_time_t end = c->rtx_stamp + user_timeout(c);
         if (at > end)
             at = SLIP_MAX(end, env->now + SLIP_MSEC);
     }
@@ -98,14 +114,13 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
         timeout_drop(env, sh, c);
         return;
     }
-    /* TCP_USER_TIMEOUT (RFC 5482; Linux tcp_write_timeout, established states only): data
-     * unacknowledged for that long ends the connection. rtx_stamp: the send that found nothing
-     * in flight, or the last ACK that moved SND.UNA (Linux: the head segment's send time). */
-    if (!syn_state) {
-        if (c->user_timeout_ms && env->now - c->rtx_stamp >= (slip_time_t)c->user_timeout_ms * SLIP_MSEC) {
-            timeout_drop(env, sh, c);
-            return;
-        }
+    /* TCP_USER_TIMEOUT (RFC 5482; Linux tcp_write_timeout): data (or our SYN) unacknowledged
+     * for that long ends the connection, whichever of it and the retry count comes first.
+     * rtx_stamp: the send that found nothing in flight, the last ACK that moved SND.UNA, or
+     * the first transmission of our SYN (Linux: the head segment's send time). */
+    if (user_timeout_on(c) && env->now - c->rtx_stamp >= user_timeout(c)) {
+        timeout_drop(env, sh, c);
+        return;
     }
     c->rxt_shift++;
     sh->c.rto_expiries++;
@@ -154,6 +169,7 @@ static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tc
 {
     uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
     if (!seq_lt(c->snd_nxt, data_end) || c->snd_max != c->snd_una) {
+        c->probe_stamp = 0;
         tcp_output(env, sh, c);
         return;
     }
@@ -166,12 +182,22 @@ static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tc
             c->st.bytes_out += len;
             tcp_timer__rexmt_restart(env, sh, c);
             c->persist_shift = 0;
+            c->probe_stamp = 0;
             return;
         }
     } else {
         /* As Linux: a peer that answers keeps us probing forever; one that stays silent for
-         * TCP_RETRIES2 probes (TCP_ORPHAN_RETRIES once the application closed) is dropped. */
+         * TCP_RETRIES2 probes (TCP_ORPHAN_RETRIES once the application closed) is dropped.
+         * With TCP_USER_TIMEOUT, probing that has gone on that long ends the connection even
+         * while the peer answers with a zero window (Linux tcp_probe_timer: the time counts
+         * from the first probe and restarts only when the window opens). 0 = not probing. */
         unsigned max = (c->flags & TCPF_ORPHAN) ? TCP_ORPHAN_RETRIES : TCP_RETRIES2;
+        if (!c->probe_stamp)
+            c->probe_stamp = SLIP_MAX(env->now, (slip_time_t)1);
+        else if (user_timeout_on(c) && env->now - c->probe_stamp >= user_timeout(c)) {
+            timeout_drop(env, sh, c);
+            return;
+        }
         if (c->probes_out >= max) {
             timeout_drop(env, sh, c);
             return;
@@ -186,7 +212,14 @@ static void persist_expired(struct ip_env *env, struct tcp_shared *sh, struct tc
     slip_time_t t = tcp_rto(c);
     for (unsigned k = 0; k < c->persist_shift && t < TCP_RTO_MAX; k++)
         t *= 2;
-    tcp_timer__set(sh, c, TT_PERSIST, env->now + SLIP_MIN(t, (slip_time_t)TCP_RTO_MAX));
+    slip_time_t at = env->now + SLIP_MIN(t, (slip_time_t)TCP_RTO_MAX);
+    if (c->probe_stamp && user_timeout_on(c)) {
+        /* Linux tcp_clamp_probe0_to_user_timeout: the next expiry no later than the end. */
+        slip_time_t end = c->probe_stamp + user_timeout(c);
+        if (at > end)
+            at = SLIP_MAX(end, env->now + SLIP_MSEC);
+    }
+    tcp_timer__set(sh, c, TT_PERSIST, at);
 }
 
 static void keep_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -209,7 +242,11 @@ static void keep_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         tcp_timer__set(sh, c, TT_KEEP, c->last_rx + idle);
         return;
     }
-    if (c->keep_probes >= c->keepcnt) {
+    /* With TCP_USER_TIMEOUT the connection ends when the peer has been silent that long and at
+     * least one probe went unanswered, whatever TCP_KEEPCNT says (Linux tcp_keepalive_timer). */
+    bool dead = user_timeout_on(c) ? c->keep_probes > 0 && env->now - c->last_rx >= user_timeout(c)
+                                   : c->keep_probes >= c->keepcnt;
+    if (dead) {
         sh->c.keepalive_drops++;
         timeout_drop(env, sh, c);
         return;

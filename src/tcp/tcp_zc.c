@@ -37,7 +37,7 @@ ssize_t tcp_conn__send_room(struct ip_env *env, struct tcp_shared *sh, slip_idx_
     if (!c)
         return err;
     if (c->sndq.bytes >= c->sndbuf) {
-        tcp_chrono__start(c, TCP_CHRONO_SNDBUF, env->now);    /* the writer waits for room */
+        c->sndbuf_full = 1;     /* the writer waits for room (TCP_INFO sndbuf_limited) */
         return -EAGAIN;
     }
     return (ssize_t)(c->sndbuf - c->sndq.bytes);

@@ -423,4 +423,357 @@ TEST(test_user_timeout_ends_unacknowledged_connection)
     cf_close(&s);
 }
 
+/* TCP_USER_TIMEOUT bounds our own SYN too (Linux tcp_write_timeout: the retry count or the user
+ * timeout, whichever comes first): with 1500 ms set before connect() and no answer, connect
+ * fails with ETIMEDOUT 1.5 s after the first SYN, not after TCP_SYN_RETRIES backed-off retries
+ * (over two minutes). */
+TEST(test_user_timeout_ends_unanswered_syn)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 1500), ==, 0);
+    slip_time_t t0 = s.env->now;
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    advance(&s, 1400 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_SYN_SENT);
+    CHECK(C(&s)->rxt_shift, ==, 1);      /* the SYN went again after the 1 s initial RTO */
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.sh->c.conn_timeouts, ==, 1u);
+    CHECK(s.env->now - t0, <=, 1600 * SLIP_MSEC);
+    tcp_conn__close(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
+/* Zero-window probing answered by a peer that keeps its window shut: without the option that
+ * goes on for ever (RFC 9293 §3.8.6.1); with TCP_USER_TIMEOUT 3000 the connection ends about 3 s
+ * after the first probe (Linux tcp_probe_timer), although every probe is answered. */
+TEST(test_user_timeout_ends_zero_window_probing)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 0, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 3000), ==, 0);
+    CHECK(cf_send(&s, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    slip_time_t first = 0, end = s.env->now + 10 * SLIP_SEC;
+    unsigned probes = 0;
+    while (C(&s)->state == TCPS_ESTABLISHED && s.env->now < end) {
+        advance(&s, 10 * SLIP_MSEC);
+        if (s.h.nsent == 0 || C(&s)->state != TCPS_ESTABLISHED)
+            continue;
+        struct tout o;
+        CHECK(t_last(&s.h, &o), ==, true);
+        CHECK(o.len, ==, 0u);
+        CHECK(o.th.seq, ==, s.iss);      /* the probe: SND.UNA - 1 */
+        if (!first)
+            first = s.env->now;
+        probes++;
+        h_free_sent(&s.h);
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 0);
+    }
+    CHECK(probes, >=, 3u);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.env->now - first, >=, 3000 * SLIP_MSEC);
+    CHECK(s.env->now - first, <=, 3020 * SLIP_MSEC);
+    cf_close(&s);
+}
+
+/* Keepalive with TCP_USER_TIMEOUT: the connection ends once the peer has been silent for the
+ * user timeout and a probe went unanswered, whatever TCP_KEEPCNT says (Linux
+ * tcp_keepalive_timer). Idle 1 s, interval 1 s, 9 probes, user timeout 2500 ms: probes at 1 s
+ * and 2 s, the end at 3 s (not at 10 s after 9 probes). */
+TEST(test_user_timeout_ends_keepalive_probing)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    slip_time_t t0 = s.env->now;
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPIDLE, 1), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPINTVL, 1), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPCNT, 9), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_USER_TIMEOUT, 2500), ==, 0);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_KEEPALIVE, 1), ==, 0);
+    advance(&s, 2900 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    CHECK(C(&s)->keep_probes, ==, 2);
+    advance(&s, 200 * SLIP_MSEC);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(C(&s)->so_error, ==, ETIMEDOUT);
+    CHECK(s.sh->c.keepalive_drops, ==, 1u);
+    CHECK(s.env->now - t0, <=, 3100 * SLIP_MSEC);
+    cf_close(&s);
+}
+
+/* New data after close() while our FIN is unacknowledged (packetdrill user_timeout): the reset
+ * answers the segment, <SEQ=SEG.ACK><CTL=RST> without ACK, as Linux's; before, a RST+ACK at our
+ * SND.MAX (past the FIN the peer has not acknowledged), which a peer following RFC 5961 §3.2
+ * answers with a challenge ACK instead of closing. */
+TEST(test_data_after_close_is_answered_by_rst_at_seg_ack)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    tcp_conn__close(s.env, s.sh, s.c);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.flags & WIRE_TCP_FIN, !=, 0);
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, "z", 1, 257);
+    CHECK(s.sh->c.abort_on_data, ==, 1u);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.flags, ==, WIRE_TCP_RST);
+    CHECK(o.th.seq, ==, s.iss + 1);
+    CHECK(o.len, ==, 0u);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    CHECK(s.sh->nused, ==, 0u);
+    cf_fini(&s);
+}
+
+/* MSG_MORE holds a partial tail only in the send that carried it, as Linux (its tcp_push corks
+ * that one push): the next ACK sends the tail under the socket's own rules (TCP_NODELAY here),
+ * without PSH (packetdrill nagle/sendmsg_msg_more: 3100 bytes and 50 with MSG_MORE, an ACK for
+ * the first 2000, then the 150 alone). Before, the tail waited for a later send or the RTO. */
+TEST(test_msg_more_tail_goes_with_the_next_ack)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 257, true);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_NODELAY, 1), ==, 0);
+    CHECK(cf_send(&s, 3100, TCP_SEND_MORE), ==, 3100);
+    unsigned n;
+    uint32_t end;
+    CHECK(sent_bytes(&s, &n, &end), ==, 3000u);
+    h_free_sent(&s.h);
+    s.env->now += 3 * SLIP_MSEC;
+    CHECK(cf_send(&s, 50, TCP_SEND_MORE), ==, 50);
+    CHECK(s.h.nsent, ==, 0u);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 2001, NULL, 0, 257);
+    CHECK(s.h.nsent, ==, 1u);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.seq, ==, s.iss + 3001);
+    CHECK(o.len, ==, 150u);
+    CHECK(o.th.flags, ==, WIRE_TCP_ACK);
+    h_free_sent(&s.h);
+    /* While data is in flight a MSG_MORE send still holds its own tail. */
+    s.env->now += SLIP_MSEC;
+    CHECK(cf_send(&s, 4, TCP_SEND_MORE), ==, 4);
+    CHECK(s.h.nsent, ==, 0u);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 3151, NULL, 0, 257);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.seq, ==, s.iss + 3151);
+    CHECK(o.len, ==, 4u);
+    cf_close(&s);
+}
+
+/* TCP_INFO sndbuf_limited counts what Linux counts (tcp_cwnd_validate): time after a send that
+ * left nothing queued unsent, with cwnd not the limit, while the writer had found the buffer
+ * full; it ends when a third of the buffer is free again. A 20000-byte buffer, a writer with
+ * 150000 bytes that refills it after the ACKs (as packetdrill tcp-info-sndbuf-limited's blocking
+ * write), every segment acknowledged 10 ms after it left: the first two rounds are cwnd-limited
+ * (10, then 20 segments in flight), the next two leave with room in cwnd and the buffer is the
+ * limit: 30 ms of the 50 ms busy. Before, every moment the buffer was full counted: 50 ms. */
+TEST(test_tcp_info_sndbuf_limited_counts_when_the_buffer_idles_the_path)
+{
+    struct cf s;
+    cf_init(&s);
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_SNDBUF, 20000), ==, 0);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    s.iss = o.th.seq;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 0, .ack = s.iss + 1, .flags = WIRE_TCP_SYN | WIRE_TCP_ACK,
+                       .win = 10000, .opts = t_synopts(1000, 8, true, false, 0) };
+    t_feed(&s.h, s.sh, &sa);
+    CHECK(C(&s)->state, ==, TCPS_ESTABLISHED);
+    s.env->now += 90 * SLIP_MSEC;
+    size_t left = 150000;
+    ssize_t n = cf_send(&s, left, 0);
+    CHECK(n, ==, 20000);
+    left -= (size_t)n;
+    for (unsigned round = 0; round < 3; round++) {
+        s.env->now += 10 * SLIP_MSEC;
+        uint32_t una = C(&s)->snd_una, nxt = C(&s)->snd_nxt;
+        for (uint32_t ack = una + 1000; seq_leq(ack, nxt); ack += 1000) {
+            struct tseg a = { .sport = 80, .dport = 40000, .seq = 1, .ack = ack, .flags = WIRE_TCP_ACK, .win = 10000 };
+            t_feed(&s.h, s.sh, &a);
+        }
+        n = cf_send(&s, left, 0);       /* the blocked writer, woken: it fills the buffer again */
+        CHECK(n, >, 0);
+        left -= (size_t)n;
+        CHECK(C(&s)->sndq.bytes, ==, 20000u);
+        h_free_sent(&s.h);
+    }
+    CHECK(C(&s)->snd_nxt - s.iss, ==, 70001u);
+    s.env->now += 20 * SLIP_MSEC;
+    struct tcp_conn_info in;
+    tcp_conn__info_at(s.sh, s.c, s.env->now, &in);
+    CHECK(in.busy_us, ==, 50000u);
+    CHECK(in.sndbuf_limited_us, ==, 30000u);
+    CHECK(in.rwnd_limited_us, ==, 0u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    cf_fini(&s);
+}
+
+/* TCP_MAXSEG keeps reading the connection's MSS after a reset, as Linux's mss_cache does
+ * (packetdrill mss/mss-getsockopt-tcp_maxseg-server: its wire server resets the connection
+ * before the script reads 1100). Before, a CLOSED connection read 536, the value of a socket
+ * that never connected. A failed connect() still reads 536. */
+TEST(test_maxseg_after_reset_is_the_connection_mss)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1100, 257, true);
+    int v = 0;
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 1100);
+    pseg(&s, WIRE_TCP_RST | WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 257);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 1100);
+    tcp_conn__close(s.env, s.sh, s.c);
+
+    s.c = (slip_idx_t)tcp_conn__open(s.sh);
+    CHECK(tcp_conn__connect(s.env, s.sh, s.c, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    struct tseg rst = { .sport = 80, .dport = 40000, .seq = 0, .ack = o.th.seq + 1,
+                        .flags = WIRE_TCP_RST | WIRE_TCP_ACK };
+    t_feed(&s.h, s.sh, &rst);
+    CHECK(C(&s)->state, ==, TCPS_CLOSED);
+    CHECK(tcp_conn__getopt(s.sh, s.c, TCPO_MAXSEG, &v), ==, 0);
+    CHECK(v, ==, 536);
+    tcp_conn__close(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    cf_fini(&s);
+}
+
+/* Without window scaling our window field tops out at 65535: a read that frees buffer space
+ * beyond that cannot move the right edge, so no window update goes out (Linux's window_clamp;
+ * packetdrill ioctl/ioctl-siocinq-fin: its next expected segment is the ACK of a later FIN, and
+ * ours was a repeated ACK with the same 65535 window). With scaling the update still goes once
+ * the offered window fell to half of what the buffer allows. */
+TEST(test_read_sends_no_window_update_that_moves_nothing)
+{
+    struct cf s;
+    cf_init(&s);
+    s.l = tcp_conn__open(s.sh);
+    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
+    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 20000,
+                        .opts = t_synopts(1000, -1, true, false, 0) };
+    t_feed(&s.h, s.sh, &syn);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_wscale, ==, false);
+    s.iss = o.th.seq;
+    s.pseq = 1001;
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 20000);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    CHECK(tcp_rcv_space(C(&s)), >, 65535u);     /* the buffer could offer more than the field */
+    static char data[1000];
+    pseg(&s, WIRE_TCP_ACK | WIRE_TCP_PSH, s.pseq, s.iss + 1, data, sizeof(data), 20000);
+    s.pseq += sizeof(data);
+    CHECK(t_last(&s.h, &o), ==, true);           /* the ACK (one of the first, quick) */
+    CHECK(o.th.ack, ==, s.pseq);
+    CHECK(o.th.window, ==, 65535);
+    h_free_sent(&s.h);
+    char buf[5000];
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, 1000, 0), ==, 1000);
+    CHECK(s.h.nsent, ==, 0u);
+    tcp_conn__abort(s.env, s.sh, s.c);
+
+    /* Scaled, an 8192-byte buffer: 5000 bytes held leave 3192 offered, under half; reading
+     * them moves the edge by 5000, and the update goes. */
+    CHECK(tcp_conn__setopt(s.env, s.sh, (slip_idx_t)s.l, TCPO_RCVBUF, 8192), ==, 0);
+    syn.sport = 5556;
+    syn.opts = t_synopts(1000, 7, true, false, 0);
+    t_feed(&s.h, s.sh, &syn);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_wscale, ==, true);
+    uint32_t iss = o.th.seq, pseq = 1001;
+    h_free_sent(&s.h);
+    struct tseg t = { .sport = 5556, .dport = 80, .seq = pseq, .ack = iss + 1, .flags = WIRE_TCP_ACK, .win = 200 };
+    t_feed(&s.h, s.sh, &t);
+    c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    t.flags = WIRE_TCP_ACK | WIRE_TCP_PSH;
+    t.data = data;
+    t.len = sizeof(data);
+    for (int k = 0; k < 5; k++, t.seq += 1000)
+        t_feed(&s.h, s.sh, &t);
+    s.env->now += 50 * SLIP_MSEC;
+    tcp_timer__poll(s.env, s.sh);               /* any delayed ACK out */
+    h_free_sent(&s.h);
+    CHECK(C(&s)->rcv_adv - C(&s)->rcv_nxt, <=, 4096u);
+    CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 5000);
+    CHECK(s.h.nsent, ==, 1u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK((uint32_t)o.th.window << C(&s)->rcv_wscale, >=, 8000u);
+    cf_close(&s);
+}
+
+/* A segment whose ACK acknowledges data never sent is dropped (RFC 9293 §3.10.7.4), and its
+ * TSval must not become TS.Recent (Linux takes it only with an acceptable ACK): else PAWS
+ * drops every later segment with sane timestamps (packetdrill ts_recent/invalid_ack: a FIN
+ * with ACK 9999 and TSval 200000, then data with TSval 201, which must be taken and ACKed
+ * with TSecr 201). Before, the data was dropped as an old duplicate. */
+TEST(test_invalid_ack_does_not_set_ts_recent)
+{
+    struct cf s;
+    cf_init(&s);
+    s.l = tcp_conn__open(s.sh);
+    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = 0, .flags = WIRE_TCP_SYN, .win = 20000,
+                      .opts = t_synopts(1000, -1, true, true, 100) };
+    t_feed(&s.h, s.sh, &t);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_ts, ==, true);
+    uint32_t iss = o.th.seq, ours = o.th.opts.tsval;
+    h_free_sent(&s.h);
+    memset(&t.opts, 0, sizeof(t.opts));
+    t.opts.has_ts = true;
+    t.opts.tsecr = ours;
+    t.seq = 1;
+    t.ack = iss + 1;
+    t.flags = WIRE_TCP_ACK;
+    t.opts.tsval = 200;
+    t_feed(&s.h, s.sh, &t);
+    int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(c, >=, 0);
+    s.c = (slip_idx_t)c;
+    t.flags = WIRE_TCP_FIN | WIRE_TCP_ACK;
+    t.ack = iss + 9999;
+    t.opts.tsval = 200000;
+    t_feed(&s.h, s.sh, &t);
+    CHECK(C(&s)->ts_recent, ==, 200u);
+    h_free_sent(&s.h);
+    static char data[1000];
+    t.flags = WIRE_TCP_ACK;
+    t.ack = iss + 1;
+    t.opts.tsval = 201;
+    t.data = data;
+    t.len = sizeof(data);
+    t_feed(&s.h, s.sh, &t);
+    CHECK(C(&s)->rcv_nxt, ==, 1001u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.ack, ==, 1001u);
+    CHECK(o.th.opts.tsecr, ==, 201u);
+    cf_close(&s);
+}
+
 TEST_MAIN()
