@@ -50,11 +50,12 @@
 #include "udp/udp_query.h"
 
 #define SLIP_SHM_MAGIC   0x736c6970737472ull    /* "slipstr" */
-#define SLIP_SHM_VERSION 17  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
+#define SLIP_SHM_VERSION 18  /* 9: tables sized at run time; 10: sleepers per process; 11: stacks in a group;
                                 * 12: SO_REUSEPORT groups across stacks; 13: frames lent per process, port counters;
                                 * 14: the TCP table's IPv6 fold cache; 15: cache_closed;
                                 * 16: reassembly slots counted, a UDP socket's last flow label;
-                                * 17: sockets passed between stacks (slip_group.passed) */
+                                * 17: sockets passed between stacks (slip_group.passed);
+                                * 18: tcp_conn's probe_stamp, in_send, sndbuf_full */
 #define CTL_POLL_INTERVAL (2 * SLIP_MSEC)
 
 #define STACK_COUNTERS(X) X(polls) X(rx_bursts) X(rx_frames) X(rx_other_proto) X(tcp_wakeups) X(kfd_refused)
