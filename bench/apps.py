@@ -342,8 +342,10 @@ class Apps:
             r.update(per_cpu_s=r["requests"] / cpu if cpu > 0 else 0.0, machine=mach)
             if w0 is not None:
                 w1 = self.stack_waits()
-                waits = sum(w1[k] - w0[k] for k in w1 if k != "stacks")
-                r.update(waits_per_k=waits / (r["requests"] / 1000.0), stacks=w1["stacks"])
+                per_k = {k: (w1[k] - w0[k]) / (r["requests"] / 1000.0) for k in w1 if k != "stacks"}
+                r.update(waits_per_k=sum(per_k.values()), stacks=w1["stacks"],
+                         lock_per_k=per_k["lock.contended"], pool_per_k=per_k["group.pool_lock_contended"],
+                         ring_per_k=per_k["fill_busy"] + per_k["comp_busy"])
             return r
         except Exception as e:  # noqa: BLE001
             return RuntimeError(one_line(e))
@@ -846,6 +848,16 @@ def run_neighbour(apps, out, plots):
                f"group). Compare each slipstream row with its own alone row for the neighbour's cost.\n")
 
 
+def wait_rows(label, s):
+    """The waits `slipstream stat` counts, per 1000 requests: all of them, then split into a stack's
+    own lock (lock.contended: its threads and its progress thread), the group's frame pool lock
+    (group.pool_lock_contended) and a queue's shared fill and completion rings (fill_busy, comp_busy)."""
+    return [(f"{label}: lock/ring waits per 1000 req", s, "waits_per_k", False, 3),
+            (f"{label}: of them, a stack's own lock", s, "lock_per_k", False, 3),
+            (f"{label}: of them, the group's pool lock", s, "pool_per_k", False, 3),
+            (f"{label}: of them, shared fill/completion rings", s, "ring_per_k", False, 3)]
+
+
 def run_workers(apps, out, plots):
     secs = 2 if apps.quick else 5
     res = alternate(["kernel", "slip"], lambda c: apps.workers(c, secs), "workers")
@@ -859,7 +871,7 @@ def run_workers(apps, out, plots):
                      (f"{label}: p99 µs", s, "p99", False, 0)]
             if n == 2:
                 rows.append((f"{label}: stacks in b", split(res, f"{kind}{n}"), "stacks", True, 0))
-            rows.append((f"{label}: lock/ring waits per 1000 req", s, "waits_per_k", False, 3))
+            rows += wait_rows(label, s)
     out.append(table("nginx 1 KiB GET, 1 worker vs 2 workers with reuseport (wrk -t1 -c64 in a)", KS, rows,
                      base="kernel"))
     out.append(f"- `wrk -t1 -c64 -d{secs}s --latency [-H 'Connection: close'] http://198.18.0.2:PORT/1k.bin` "
@@ -867,7 +879,8 @@ def run_workers(apps, out, plots):
                f"and `listen ... reuseport`, server pinned to CPU 1 (both workers on it: the row measures "
                f"the cost per request, not scaling), wrk on CPU 0. Waits: `slipstream stat` before and "
                f"after each run, summed over every stack in b: lock.contended, group.pool_lock_contended, "
-               f"xsk.*.fill_busy and comp_busy.\n")
+               f"xsk.*.fill_busy and comp_busy, then each kind alone (every row is its own best of the "
+               f"rounds, so the parts need not add up to the total).\n")
 
 
 def run_threads(apps, out, plots):
@@ -882,7 +895,7 @@ def run_threads(apps, out, plots):
                  (f"{label}: p99 µs", s, "p99", False, 0)]
         if n == 2:
             rows.append((f"{label}: stacks in b", s, "stacks", True, 0))
-        rows.append((f"{label}: lock/ring waits per 1000 req", s, "waits_per_k", False, 3))
+        rows += wait_rows(label, s)
     out.append(table("A thread per listener: 1 KiB answers, 1 thread vs 2 threads (wrk -t1 -c64 in a)", KS, rows,
                      base="kernel"))
     out.append(f"- `wrk -t1 -c64 -d{secs}s --latency http://198.18.0.2:PORT/` against "
