@@ -181,13 +181,22 @@ static __always_inline int group_pick(const struct steer_val *v, __u32 hash)
     return (int)popcount16((elig & -elig) - 1);
 }
 
+/* What owned_lookup returns for a SYN no member may take: the frame is dropped (counted). */
+#define STEER_DROP_SYN (STEER_MAX_STACKS + 1)
+
 /* A flow that hit a group's listen key: a SYN (syn > 0) is given a member and pinned to it; a
  * later TCP segment goes where its SYN went while that stack is a member (syn == 0, or < 0 for
- * an ICMP error's quote, which never pins); UDP goes by the hash each time. */
+ * an ICMP error's quote, which never pins); UDP goes by the hash each time. A SYN when every
+ * member is parked (a worker's copy died and nothing of the origin's stack accepts on its
+ * listener, steer_group.c) is dropped: the peer sends it again (after 1 s, 3 s, ...) and reaches
+ * the next copy, where a handshake completed by the origin would wait in a queue nobody reads. */
 static __always_inline int group_member(const struct steer_val *v, const void *pin_map, const void *pin_key,
                                         __u32 hash, __u8 proto, int syn)
 {
     __u32 only = v->members & ~v->parked;
+
+    if (proto == IPPROTO_TCP && syn > 0 && !(only & 0xffff) && (v->members & 0xffff))
+        return STEER_DROP_SYN;
 
     if (proto == IPPROTO_TCP && syn <= 0 && (v->members & (v->members - 1))) {
         __u32 *pin = bpf_map_lookup_elem((void *)pin_map, pin_key);
@@ -576,6 +585,10 @@ static __always_inline int steer_ipv6(struct xdp_md *ctx, struct cursor *c, __u3
     int stack = owned6_lookup(ip6->daddr, ip6->saddr, dport, sport, next, syn);
     if (stack < 0)
         return pass(STEER_C_PASSED);
+    if (stack == STEER_DROP_SYN) {
+        count(STEER_C_PARKED);
+        return XDP_DROP;
+    }
     verdict = deliver(ctx, stack, &outcome);
     if (fr.present) {
         struct steer_frag6_key fk = { .id = fr.id };
@@ -636,6 +649,10 @@ int slip_steer(struct xdp_md *ctx)
     stack = owned_lookup(f.daddr, f.saddr, f.dport, f.sport, f.proto, syn);
     if (stack < 0)
         return pass(STEER_C_PASSED);
+    if (stack == STEER_DROP_SYN) {
+        count(STEER_C_PARKED);
+        return XDP_DROP;
+    }
 
     verdict = deliver(ctx, stack, &outcome);
     if (first_frag) {

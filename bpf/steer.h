@@ -33,8 +33,10 @@ struct steer_val {
      * members & ~parked, picked by a hash of its addresses and ports keyed with seed; a TCP SYN
      * pins its 4-tuple to that stack (slip_pins) so the connection stays there when members
      * come and go. A member made as a worker's copy of another stack's listener names that
-     * stack in origin[] (index + 1); a stack whose listener has copies is parked (gets no new
-     * flows) until the last copy leaves. stack is then the lowest member that is not parked. */
+     * stack in origin[] (index + 1); a stack whose listener is copied is parked (gets no new
+     * flows) until a process of it uses that listener, copies or none: a SYN when every member
+     * is parked is dropped (STEER_C_PARKED). stack is the lowest member that is not parked,
+     * else the lowest member. */
     __u16 members;
     __u16 parked;
     __u32 seed;
@@ -52,6 +54,7 @@ enum steer_counter {
     STEER_C_FRAG,               /* IPv4 fragments redirected */
     STEER_C_ICMP_ERR,           /* ICMP errors quoting an owned flow, redirected */
     STEER_C_MULTIBUF,           /* multi-buffer frames of owned flows: passed (socket lacks SG) */
+    STEER_C_PARKED,             /* SYNs to a reuseport key whose members are all parked: dropped */
     STEER_C__MAX
 };
 

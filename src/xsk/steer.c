@@ -42,6 +42,7 @@ static const char *const counter_names[STEER_C__MAX] = {
     [STEER_C_FRAG] = "frag",
     [STEER_C_ICMP_ERR] = "icmp_err",
     [STEER_C_MULTIBUF] = "multibuf",
+    [STEER_C_PARKED] = "parked_syn_dropped",
 };
 
 const char *steer__counter_name(enum steer_counter c)

@@ -44,8 +44,9 @@ int steer__add6(struct steer *s, const struct steer_key6 *k, const struct steer_
 int steer__del6(struct steer *s, const struct steer_key6 *k);
 /* SO_REUSEPORT listen keys shared by stacks (STEER_F_GROUP, steer_group.c). join makes stack a
  * member of key's group (creating it); origin >= 0: stack's listener is a worker's copy of
- * origin's, which is parked while copies exist. leave takes stack out (the key goes with its
- * last member). The caller serialises edits (read-modify-write). */
+ * origin's, which is parked from then on (until it uses its listener, steer__unpark: while no
+ * member is left unparked, the key's SYNs are dropped). leave takes stack out (the key goes with
+ * its last member). The caller serialises edits (read-modify-write). */
 int steer__join(struct steer *s, const struct steer_key *k, uint32_t stack, uint32_t pid, int origin);
 int steer__join6(struct steer *s, const struct steer_key6 *k, uint32_t stack, uint32_t pid, int origin);
 int steer__leave(struct steer *s, const struct steer_key *k, uint32_t stack);

@@ -51,16 +51,11 @@ bool steer_val__leave(struct steer_val *v, uint32_t stack)
         v->parked &= (uint16_t)~(1u << stack);
         v->origin[stack] = 0;
     }
-    /* A parked stack whose last copy left takes flows again. */
-    for (uint32_t p = 0; p < STEER_MAX_STACKS; p++) {
-        if (!(v->parked & (1u << p)))
-            continue;
-        bool copied = false;
-        for (uint32_t m = 0; m < STEER_MAX_STACKS && !copied; m++)
-            copied = (v->members & (1u << m)) && v->origin[m] == p + 1;
-        if (!copied)
-            v->parked &= (uint16_t)~(1u << p);
-    }
+    /* A parked stack stays parked when its last copy leaves (a worker that died or closed its
+     * listener): nothing of it accepts on that listener, or it would have been unparked (its
+     * first use, steer_val__unpark), so a connection given to it would wait in a queue nobody
+     * reads. Until the next copy joins (nginx forks a new worker) or the stack's own process
+     * uses the listener, the XDP program drops the key's SYNs and peers send them again. */
     steer_val__elect(v);
     return (v->members & MEMBERS_MASK) != 0;
 }

@@ -569,7 +569,8 @@ def worker_stacks(host, exe):
     for l in st.stdout.splitlines():
         if l.startswith("stack "):
             head = dict(f.split("=", 1) for f in l.split()[2:])
-            out.append({"name": head.get("name", ""), "procs": [], "passive": 0, "rxq": {}})
+            out.append({"name": head.get("name", ""), "index": head.get("index"), "procs": [], "passive": 0,
+                        "rxq": {}})
         elif out and l.startswith("proc "):
             out[-1]["procs"].append(l.split()[1])
         elif out and l.startswith("tcp.passive_opens "):
@@ -624,3 +625,64 @@ def test_nginx_reload_moves_to_new_worker_stacks(nginx_rp, build_dir):
     parent = [st for st in stacks if master in st["procs"]]
     assert len(parent) == 1 and parent[0]["passive"] == 0, f"the master's stack took connections: {parent}"
     assert "[alert]" not in read(os.path.join(nd, "error.log"))
+
+
+def steer_counter(host, exe, name):
+    st = host.run([str(exe), "stat", "--iface", "veth0"], timeout=30).stdout
+    m = re.search(rf"^steer\.veth0\.{name} (\d+)$", st, re.M)
+    return int(m.group(1)) if m else None
+
+
+def test_nginx_workers_killed_connections_wait_for_the_next_ones(nginx_rp, build_dir):
+    """kill -9 of every worker while the master cannot fork new ones yet (stopped): the master's
+    stack, whose listeners the workers had copied, stays parked (it never accepts), so the XDP
+    program drops the SYNs that arrive meanwhile; the clients send them again and are answered
+    by the workers nginx forks once it runs. Before, the master's stack took those connections
+    into a queue nobody read, and the clients waited until they gave up."""
+    a, b, nd = nginx_rp
+    exe = build_dir / "slipstream"
+    url = f"http://{B_ADDR}:{PORT}/1k"
+    master = int(open(os.path.join(nd, "nginx.pid")).read().split()[0])
+    r = a.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", url], timeout=30)
+    assert r.stdout.strip() == "200", r.stderr
+    old = worker_pids(b, nd)
+    dropped0 = steer_counter(b, exe, "parked_syn_dropped")
+    assert dropped0 is not None, "no steer.veth0.parked_syn_dropped in slipstream stat"
+    # The workers' stacks by the abstract name that holds each index (`slipstream stat` cannot
+    # join the master's stack while the master is stopped).
+    names = [f"@slipstream/1/veth0/s{st['index']}" for st in worker_stacks(b, exe)
+             if any(st["name"].endswith(f".{w}") for w in old)]
+    assert len(names) == 2, names
+    os.kill(master, signal.SIGSTOP)
+    curls = []
+    try:
+        for w in old:
+            os.kill(int(w), signal.SIGKILL)
+        # The guardian removes a dead worker's claims (its copies leave the group), then
+        # closes its stack and the name with it.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            listed = b.run(["ss", "-xlH"], timeout=10).stdout.split()
+            if not set(names) & set(listed):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the dead workers' stacks stayed: {set(names) & set(listed)}")
+        curls = [a.popen(["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", url],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        time.sleep(1.5)         # their first SYNs (and the retry at 1 s) find no worker
+    finally:
+        os.kill(master, signal.SIGCONT)
+    results = []
+    for c in curls:
+        out, err = c.communicate(timeout=40)
+        results.append(out.strip() if c.returncode == 0 else f"rc{c.returncode}:{err.strip()}")
+    dropped = steer_counter(b, exe, "parked_syn_dropped") - dropped0
+    print("answers:", results, "SYNs dropped while every member was parked:", dropped)
+    assert results == ["200"] * 4, results
+    assert dropped >= 4, dropped
+    new = worker_pids(b, nd) - old
+    assert len(new) == 2, f"nginx forked no new workers: {worker_pids(b, nd)}"
+    stacks = worker_stacks(b, exe)
+    parent = [st for st in stacks if str(master) in st["procs"]]
+    assert len(parent) == 1 and parent[0]["passive"] == 0, f"the master's stack took connections: {parent}"

@@ -588,9 +588,10 @@ TEST(test_flows_go_to_their_stack)
     close(xsk);
 }
 
-/* Sends one TCP segment from REMOTE:sport to LOCAL:dport; true when it was redirected (to
- * stack 3, the only one with a socket), false when it went to the kernel for want of one. */
-static bool to_stack3(uint16_t sport, uint16_t dport, bool syn)
+/* Sends one TCP segment from REMOTE:sport to LOCAL:dport: 1 when it was redirected (to stack 3,
+ * the only one with a socket), 0 when it went to the kernel for want of one, -1 when the
+ * program dropped it as a SYN no member may take. */
+static int steered(uint16_t sport, uint16_t dport, bool syn)
 {
     struct frame f;
     g_tcp_flags = syn ? 0x02 : 0x10;
@@ -598,8 +599,17 @@ static bool to_stack3(uint16_t sport, uint16_t dport, bool syn)
     g_tcp_flags = 0x18;
     struct result r = run(f.b, f.len);
     CHECK(r.rc, ==, 0);
-    CHECK(r.d[STEER_C_REDIRECTED] + r.d[STEER_C_NO_XSK], ==, 1);
+    CHECK(r.d[STEER_C_REDIRECTED] + r.d[STEER_C_NO_XSK] + r.d[STEER_C_PARKED], ==, 1);
+    if (r.d[STEER_C_PARKED]) {
+        CHECK(r.verdict, ==, XDP_DROP);
+        return -1;
+    }
     return r.d[STEER_C_REDIRECTED] == 1;
+}
+
+static bool to_stack3(uint16_t sport, uint16_t dport, bool syn)
+{
+    return steered(sport, dport, syn) == 1;
 }
 
 /* A SO_REUSEPORT listen key shared by stacks 3 and 5 (steer_group.c, STEER_F_GROUP): new
@@ -640,12 +650,22 @@ TEST(test_reuseport_group_across_stacks)
     for (int i = 0; i < N; i++)
         if (at3[i])
             CHECK(to_stack3((uint16_t)(42000 + i), PORT, false), ==, true);
-    /* The copy leaves: 3 takes everything again, stack 5's pinned flows included (not a member). */
+    /* The copy leaves (its worker died): 3 stays parked, nothing of it accepting on the listener.
+     * New SYNs are dropped (the peer's next SYN finds the next copy); later segments of every
+     * flow go to 3, stack 5's pinned ones included (5 is no member: 3 answers them). */
     CHECK(steer_map__leave(fd, &k, 5), ==, 0);
+    for (int i = 0; i < 16; i++)
+        CHECK(steered((uint16_t)(44000 + i), PORT, true), ==, -1);
     for (int i = 0; i < N; i++)
         CHECK(to_stack3((uint16_t)(42000 + i), PORT, false), ==, true);
+    /* A new copy takes the SYNs; when a process of 3 uses its listener, 3 takes them again. */
+    CHECK(steer_map__join(fd, &k, 5, 14, 3), ==, 0);
     for (int i = 0; i < 16; i++)
-        CHECK(to_stack3((uint16_t)(44000 + i), PORT, true), ==, true);
+        CHECK(steered((uint16_t)(44000 + i), PORT, true), ==, 0);
+    CHECK(steer_map__leave(fd, &k, 5), ==, 0);
+    CHECK(steer_map__unpark(fd, &k, 3), ==, 1);
+    for (int i = 0; i < 16; i++)
+        CHECK(steered((uint16_t)(45000 + i), PORT, true), ==, 1);
 
     /* A dead stack 3 is forgotten: the key goes with its last member. */
     CHECK(steer_map__forget_stack(fd, 3), ==, 1);
@@ -674,8 +694,10 @@ TEST(test_reuseport_group_values)
     CHECK(v.parked, ==, 1u << 2);               /* 6 still copies it */
     CHECK(v.stack, ==, 6);
     CHECK(steer_val__leave(&v, 6), ==, true);
-    CHECK(v.parked, ==, 0);
+    CHECK(v.parked, ==, 1u << 2);               /* until 2 uses its listener */
     CHECK(v.stack, ==, 2);
+    steer_val__unpark(&v, 2);
+    CHECK(v.parked, ==, 0);
     /* A copy of a stack that is no member parks nothing. */
     steer_val__join(&v, true, 9, 1, 7, 0);
     CHECK(v.parked, ==, 0);
