@@ -5,8 +5,9 @@
  * in the XDP program (claims.c), at the worker's first use of it (a listener the worker never
  * uses must take no connections), so its connections and every later packet of them go straight
  * to the worker's stack. The parent's listener, still open in a
- * process that never uses it (nginx's master), is parked while the copy lives: it would get
- * connections nobody accepts. Each call takes the locks it needs, one stack's at a time. */
+ * process that never uses it (nginx's master), is parked from then on, also after the last copy
+ * is gone, until a process of its stack uses it: it would get connections nobody accepts
+ * (steer_group.c). Each call takes the locks it needs, one stack's at a time. */
 #include "stack/stack_int.h"
 
 /* Options a copy takes from the listener (those a listener keeps; the rest are the engine's).
