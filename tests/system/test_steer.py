@@ -17,7 +17,7 @@ import pytest
 from testbed import Topology
 
 PREFIX = "sls"
-OUTCOMES = ("redirected", "passed", "malformed", "no_xsk", "multibuf")
+OUTCOMES = ("redirected", "passed", "malformed", "no_xsk", "multibuf", "parked_syn_dropped")
 
 TCP_SERVER = r"""
 import socket, sys
@@ -199,7 +199,8 @@ def test_steer_attach_traffic_detach(make_testbed, steer_ctl, bpftool):
 
     counters, err = stop(p)
     assert set(counters) == {"rx", "redirected", "passed", "malformed", "no_xsk", "frag", "icmp_err",
-                             "multibuf"}, counters
+                             "multibuf", "parked_syn_dropped"}, counters
+    assert counters["parked_syn_dropped"] == 0, counters
     assert counters["no_xsk"] == 5, counters
     assert counters["redirected"] == 0, counters
     assert counters["malformed"] == 0, counters
