@@ -174,7 +174,34 @@ def wait_listening(host, port, proto="t", timeout=10.0, proc=None, log=None):
     extra = ""
     if log and os.path.exists(log):
         extra = open(log, errors="replace").read()[-2000:]
-    pytest.fail(f"nothing listens on {proto} port {port} in {host.name}: {extra}")
+    state = f"exit status {proc.returncode}" if proc is not None and proc.poll() is not None else ""
+    if proc is not None and proc.poll() is None:
+        state = "still running, where each process of it waits:\n" + process_tree(proc.pid)
+    pytest.fail(f"nothing listens on {proto} port {port} in {host.name} after {timeout} s: {state}\n{extra}")
+
+
+def process_tree(pid):
+    """pid and its descendants, a line each: pid, state, the kernel function it sleeps in and
+    the system call it is in (for a start that hangs)."""
+    rows, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{p}/wchan") as f:
+                wchan = f.read().strip()
+            with open(f"/proc/{p}/syscall") as f:
+                sysc = f.read().split()[0]
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+            rows.append(f"  {p} {st} wchan={wchan or '-'} syscall={sysc} {cmd}")
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return "\n".join(rows)
 
 
 def start(host, argv, log, **kw):
