@@ -36,8 +36,8 @@ struct tcp_res {
     /* group: the listen key is claimed as a member of a SO_REUSEPORT group across stacks
      * (steer__join). origin: index + 1 of the stack whose listener this one copies (a worker's
      * own stack took it over, slip_tcp__copy_listener; 0 none): that stack is parked from then
-     * on, until a process of it uses the listener. used: a process accepted or waited on this listener (a stack with a used
-     * listener on a key is never parked). */
+     * on, until a process of it uses the listener. used: a process accepted or waited on this
+     * listener (a stack with a used listener on a key is never parked). */
     uint8_t group, origin, used;
     struct wire_ipv6_addr laddr6, raddr6;
 };
