@@ -82,7 +82,8 @@ unsigned uepoll_mask(const struct uepoll *ep)
     if (ep->nested)
         return wait_all_stacks();
     unsigned m = 0;
-    for (int i = 0; i < PRELOAD_STACKS; i++)
+    int i;
+    PRELOAD_EACH_SLOT(i, preload_slots())      /* a socket's slot is always one in use */
         if (ep->per_st[i])
             m |= 1u << i;
     return m;
@@ -518,9 +519,12 @@ static int user_ready(struct uepoll *ep, struct epoll_event *out, int max)
     /* The sockets' event generations, in the stack's shared memory: one load per entry. An
      * entry's fd cannot name another socket while it is in the set (close and dup2 take it out
      * or detach it), so the socket looked at last time is the one it names now. */
-    const char *evgen[PRELOAD_STACKS];
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        evgen[i] = preload_stack_at(i) ? (const char *)slip_sock__tcp_evgen_word(preload_stack_at(i), 0) : NULL;
+    const char *evgen[PRELOAD_STACKS] = { NULL };
+    int si;
+    PRELOAD_EACH_SLOT(si, preload_slots()) {
+        struct slip_stack *s = preload_stack_at(si);
+        evgen[si] = s ? (const char *)slip_sock__tcp_evgen_word(s, 0) : NULL;
+    }
     size_t stride = slip_sock__tcp_evgen_stride();
     for (int i = 0; i < ep->n && n < max; i++) {
         struct uepoll_ent *x = &ep->ents[i];
@@ -594,9 +598,9 @@ int pre_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
         wait_stacks_poll(m);
         /* Thread stacks' wake fds join the kernel set; the process stack's (or its accept bell)
          * as choose_watch says, when the set holds a socket of it. */
-        for (int i = 1; i < PRELOAD_STACKS; i++)
-            if ((m >> i) & 1u && !((ep->thread_fds_added >> i) & 1u))
-                thread_wake_fds(epfd, ep, i, true);
+        int i;
+        PRELOAD_EACH_SLOT(i, m & ~1u & ~(unsigned)ep->thread_fds_added)
+            thread_wake_fds(epfd, ep, i, true);
         /* Counted as a sleeper (on the doorbell, or on the accept bell) before the last look,
          * as in pre_poll. */
         bool accept_only = (m & 1u) && choose_watch(epfd, ep);

@@ -23,10 +23,12 @@ static int cmp_int(const void *a, const void *b)
 /* The stacks' fds in this process, sorted when asked (close() only looks for one). */
 static int own_fds(int *fds, bool sort)
 {
-    int n = 0;
-    for (int i = 0; i < PRELOAD_STACKS; i++)    /* the process's stack and its threads' */
-        if (preload_stack_at(i))
-            n += slip_stack__own_fds(preload_stack_at(i), fds + n, OWN_MAX - n);
+    int n = 0, i;
+    PRELOAD_EACH_SLOT(i, preload_slots()) {     /* the process's stack and its threads' */
+        struct slip_stack *s = preload_stack_at(i);
+        if (s)
+            n += slip_stack__own_fds(s, fds + n, OWN_MAX - n);
+    }
     if (sort)
         qsort(fds, (size_t)n, sizeof(int), cmp_int);
     return n;

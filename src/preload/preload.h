@@ -146,6 +146,17 @@ static inline struct slip_stack *preload_stack_at(int i)
 {
     return i == 0 ? g_pre.stack : i < __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE) ? g_pre.stacks[i] : NULL;
 }
+/* The slots in use, as a mask (bit 0, the process's stack, always). */
+static inline unsigned preload_slots(void)
+{
+    int n = __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE);
+    return n <= 1 ? 1u : n >= PRELOAD_STACKS ? (1u << PRELOAD_STACKS) - 1u : (1u << n) - 1u;
+}
+/* Runs its body with i set to each slot in mask m, lowest first, and only those: a process with
+ * one stack (nearly all) pays one turn, not PRELOAD_STACKS (per wait call, per close). */
+#define PRELOAD_EACH_SLOT(i, m) \
+    for (unsigned each_slot_ = (m); each_slot_ && ((i) = __builtin_ctz(each_slot_), 1); \
+         each_slot_ &= each_slot_ - 1)
 /* The slot of the stack new sockets of this thread go to (0 unless it has a thread stack). */
 extern __thread uint8_t preload_thread_slot;
 /* listen() of p succeeded: a thread that listens on a SO_REUSEPORT port another thread of this

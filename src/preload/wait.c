@@ -22,59 +22,29 @@ int preload_sleep_ms(struct slip_stack *s, int timeout_ms)
 }
 
 /* ---- waits over several stacks (wait_int.h) ---- */
-unsigned wait_all_stacks(void)
-{
-    int n = __atomic_load_n(&g_pre.nstacks, __ATOMIC_ACQUIRE);
-    return n <= 1 ? 1u : (1u << n) - 1u;
-}
-
-void wait_stacks_poll(unsigned m)
-{
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        if ((m >> i) & 1u && preload_stack_at(i))
-            slip_stack__poll(preload_stack_at(i));
-}
-
-void wait_stacks_sleepers(unsigned m, int delta)
-{
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        if ((m >> i) & 1u && preload_stack_at(i))
-            slip_stack__sleepers(preload_stack_at(i), delta);
-}
-
-void wait_stacks_drain(unsigned m)
-{
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        if ((m >> i) & 1u && preload_stack_at(i))
-            slip_stack__doorbell_drain(preload_stack_at(i));
-}
-
-void wait_stacks_tx_defer(unsigned m, bool on)
-{
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        if ((m >> i) & 1u && preload_stack_at(i))
-            slip_stack__tx_defer(preload_stack_at(i), on);
-}
-
 /* The wake fds of every stack in m, at most max. */
 int wait_stacks_wait_fds(unsigned m, int *fds, int max)
 {
-    int n = 0;
-    for (int i = 0; i < PRELOAD_STACKS && n < max; i++)
-        if ((m >> i) & 1u && preload_stack_at(i))
-            n += slip_stack__wait_fds(preload_stack_at(i), fds + n, max - n);
+    int n = 0, i;
+    PRELOAD_EACH_SLOT(i, m) {
+        struct slip_stack *s = preload_stack_at(i);
+        if (s && n < max)
+            n += slip_stack__wait_fds(s, fds + n, max - n);
+    }
     return n;
 }
 
 /* The shortest sleep any stack in m allows. */
 int wait_stacks_sleep_ms(unsigned m, int timeout_ms)
 {
-    int t = PRELOAD_MAX_SLEEP_MS;
-    for (int i = 0; i < PRELOAD_STACKS; i++)
-        if ((m >> i) & 1u && preload_stack_at(i)) {
-            int ti = preload_sleep_ms(preload_stack_at(i), timeout_ms);
+    int t = PRELOAD_MAX_SLEEP_MS, i;
+    PRELOAD_EACH_SLOT(i, m) {
+        struct slip_stack *s = preload_stack_at(i);
+        if (s) {
+            int ti = preload_sleep_ms(s, timeout_ms);
             t = ti < t ? ti : t;
         }
+    }
     return t;
 }
 

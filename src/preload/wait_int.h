@@ -19,11 +19,37 @@
 #define MAX_WAKE SLIP_WAIT_FDS_MAX
 
 /* Every stack slot in use, as a mask. */
-unsigned wait_all_stacks(void);
-void wait_stacks_poll(unsigned m);
-void wait_stacks_sleepers(unsigned m, int delta);
-void wait_stacks_drain(unsigned m);
-void wait_stacks_tx_defer(unsigned m, bool on);
+static inline unsigned wait_all_stacks(void)
+{
+    return preload_slots();
+}
+/* Each stack in m polled; its sleepers counted (delta); its doorbell drained; its TX kicks
+ * deferred or not. Inline: every wait call makes a few of these, nearly always for one stack. */
+#define WAIT_EACH_STACK(m, call) \
+    do { \
+        int ws_i_; \
+        PRELOAD_EACH_SLOT(ws_i_, m) { \
+            struct slip_stack *ws_s_ = preload_stack_at(ws_i_); \
+            if (ws_s_) \
+                call; \
+        } \
+    } while (0)
+static inline void wait_stacks_poll(unsigned m)
+{
+    WAIT_EACH_STACK(m, slip_stack__poll(ws_s_));
+}
+static inline void wait_stacks_sleepers(unsigned m, int delta)
+{
+    WAIT_EACH_STACK(m, slip_stack__sleepers(ws_s_, delta));
+}
+static inline void wait_stacks_drain(unsigned m)
+{
+    WAIT_EACH_STACK(m, slip_stack__doorbell_drain(ws_s_));
+}
+static inline void wait_stacks_tx_defer(unsigned m, bool on)
+{
+    WAIT_EACH_STACK(m, slip_stack__tx_defer(ws_s_, on));
+}
 /* The wake fds of every stack in m, at most max; the shortest sleep any of them allows. */
 int wait_stacks_wait_fds(unsigned m, int *fds, int max);
 int wait_stacks_sleep_ms(unsigned m, int timeout_ms);
