@@ -31,6 +31,14 @@
 static struct { int fd, tid; } g_rp[THREAD_LISTENERS];
 static pthread_mutex_t g_rp_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* Entry i names a listener that still lives: its fd is still a listening socket of the thread
+ * that listened on it. */
+static bool rp_live(int i)
+{
+    struct pfd *q = g_rp[i].tid ? pfd_get(g_rp[i].fd) : NULL;
+    return q && q->kind == PFD_TCP && q->listening && q->tid == g_rp[i].tid;
+}
+
 /* Another thread's live SO_REUSEPORT listener of this process on the address fd is bound to. */
 static bool other_thread_listens(int fd, int tid)
 {
@@ -39,11 +47,9 @@ static bool other_thread_listens(int fd, int tid)
     if (real_getsockname(fd, (struct sockaddr *)&a, &al) < 0)
         return false;
     for (int i = 0; i < THREAD_LISTENERS; i++) {
-        struct pfd *q = g_rp[i].tid ? pfd_get(g_rp[i].fd) : NULL;
         socklen_t bl = sizeof(b);
-        if (q && g_rp[i].fd != fd && q->kind == PFD_TCP && q->listening && q->tid == g_rp[i].tid &&
-            g_rp[i].tid != tid && real_getsockname(g_rp[i].fd, (struct sockaddr *)&b, &bl) == 0 && bl == al &&
-            memcmp(&a, &b, al) == 0)
+        if (rp_live(i) && g_rp[i].fd != fd && g_rp[i].tid != tid &&
+            real_getsockname(g_rp[i].fd, (struct sockaddr *)&b, &bl) == 0 && bl == al && memcmp(&a, &b, al) == 0)
             return true;
     }
     return false;
@@ -53,8 +59,7 @@ static void remember_listener(int fd, int tid)
 {
     int free_i = -1;
     for (int i = 0; i < THREAD_LISTENERS; i++) {
-        struct pfd *q = g_rp[i].tid ? pfd_get(g_rp[i].fd) : NULL;
-        bool live = q && q->kind == PFD_TCP && q->listening && q->tid == g_rp[i].tid;
+        bool live = rp_live(i);
         if (live && g_rp[i].fd == fd)
             return;
         if (!live && free_i < 0)
