@@ -273,16 +273,16 @@ static void *progress_main(void *arg)
         pthread_mutex_lock(&g_progress_mu);
         /* Every stack of the process: its own and its threads' (each polled only when nobody
          * has for PROGRESS_IDLE; the sleep is until the soonest of their deadlines). */
-        int wait_ms = 1000;
-        for (int i = 0; i < PRELOAD_STACKS; i++) {
-            struct slip_stack *s = progress_stack_at(i);
+        int wait_ms = 1000, si;
+        PRELOAD_EACH_SLOT(si, preload_slots()) {
+            struct slip_stack *s = progress_stack_at(si);
             if (!s)
                 continue;
             /* Both need calls a sandbox forbids (sandbox.c): filtered too (TSYNC), this thread
              * leaves them to the stack's other processes. */
             if (!slip_sandbox__limited()) {
                 slip_stack__reap(s);    /* processes that died holding sockets: release them */
-                if (i == 0)
+                if (si == 0)
                     share_keep(s);      /* programs joining the stack */
                 else if (slip_stack__token_fd(s) >= 0)
                     slip_share__serve(s, slip_stack__token_fd(s));      /* `slipstream stat` */
@@ -293,8 +293,8 @@ static void *progress_main(void *arg)
         pthread_mutex_unlock(&g_progress_mu);
         if (wait_ms == 0) {
             struct pollfd pf[PRELOAD_STACKS * (SLIP_WAIT_FDS_MAX + 1) + 2];
-            int k = 0, t = 200;
-            for (int j = 0; j < PRELOAD_STACKS; j++) {
+            int k = 0, t = 200, j;
+            PRELOAD_EACH_SLOT(j, preload_slots()) {
                 struct slip_stack *s = progress_stack_at(j);
                 if (!s)
                     continue;
