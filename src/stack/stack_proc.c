@@ -371,6 +371,14 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
     /* exit() from inside the stack (a signal handler, another thread's abort): touch nothing. */
     if (slip_stack__held_here(s))
         return;
+    /* Frames a deferring thread left on the TX rings wait for the progress thread's kick, and
+     * the exit stopped that thread (preload_quiesce): kick them here, or the last process's
+     * final reply and close would die with the stack (test_tx_defer). */
+    slip_stack__tx_defer(s, false);
+    stack_lock(s);
+    uncork_all(s);
+    ip_output__flush(&s->env);
+    stack_unlock(s);
     if (s->proc >= 0) {
         proc_release_slot(s, s->proc);
         s->proc = -1;

@@ -153,3 +153,45 @@ print(bad)
         if srv.poll() is None:
             srv.kill()
             srv.wait(timeout=10)
+
+
+# The same server, but the process ends the moment its last connection is closed (libc exit(),
+# no interpreter teardown): the reply and the RST of that close were left on the TX ring for the
+# progress thread's kick, and the exit stops that thread first. The stack dies with its last
+# process, so the exit itself has to kick them, as the kernel delivers what a process wrote
+# before it ended.
+def test_reply_close_and_exit_at_once(testbed, build_dir):
+    exe = build_dir / "slipstream"
+    if not exe.exists():
+        pytest.skip(f"not built: {exe}")
+    a, b = testbed.host("a"), testbed.host("b")
+    n = 30      # earlier connections keep the thread deferring (the stack's TX_DEFER_HOT)
+    exiter = CLOSER.replace("import select, socket, sys", "import ctypes, select, socket, sys\nlibc = ctypes.CDLL(None)")
+    exiter = exiter.replace('c.close()', 'c.close()\n    i == int(sys.argv[3]) - 1 and libc.exit(0)')
+    assert exiter.count("libc") == 2
+    client = r"""
+import socket, sys
+for i in range(int(sys.argv[3])):
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+    s.sendall(b"0123456789")
+    try:
+        got = s.makefile("rb").readline()
+    except ConnectionResetError:
+        got = b"reset"
+    except socket.timeout:
+        sys.exit(f"connection {i} of {sys.argv[3]}: neither the reply nor a reset in 5 s")
+    s.close()
+print("ok")
+"""
+    for rnd in range(5):
+        srv = b.popen([str(exe), "run", "--iface", "veth0", "--strict", "--", PY, "-c", exiter, B_ADDR,
+                       str(PORT + 2), str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert srv.stdout.readline().strip() == "ready", srv.stderr.read() if srv.poll() is not None else ""
+            r = a.run([PY, "-c", client, B_ADDR, str(PORT + 2), str(n)], timeout=120)
+            assert r.returncode == 0, f"round {rnd}: {r.stderr.strip()}"
+            assert srv.wait(timeout=30) == 0
+        finally:
+            if srv.poll() is None:
+                srv.kill()
+                srv.wait(timeout=10)
