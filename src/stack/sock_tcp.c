@@ -164,6 +164,13 @@ ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, in
     stack_lock(s);
     env_refresh(s, slip_stack__now());
     ssize_t rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
+    if (rc == -EAGAIN) {
+        /* Nothing queued: data may still wait on an RX ring, where the kernel's softirq would
+         * have queued it before this call. Only a read that finds nothing looks (a loop reading
+         * until EAGAIN pays it once), and only frames waiting cost a poll. */
+        rx_catch_up(s);
+        rc = tcp_conn__recv(&s->env, s->tcp, (slip_idx_t)sock, buf, len, peek ? TCP_RECV_PEEK : 0);
+    }
     tx_done(s);     /* a window update may have been sent */
     stack_unlock(s);
     return rc;

@@ -179,6 +179,10 @@ ssize_t slip_udp__recvfrom(struct slip_stack *s, int sock, void *buf, size_t len
         return -EBADF;
     stack_lock(s);
     ssize_t rc = udp_sock__recv(s->udp, &s->pool, (slip_idx_t)sock, buf, len, src, sport, flags);
+    if (rc == -EAGAIN) {
+        rx_catch_up(s);         /* a datagram may still wait on an RX ring (as slip_tcp__recv) */
+        rc = udp_sock__recv(s->udp, &s->pool, (slip_idx_t)sock, buf, len, src, sport, flags);
+    }
     stack_unlock(s);
     return rc;
 }

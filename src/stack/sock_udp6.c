@@ -135,6 +135,10 @@ ssize_t slip_udp6__recvfrom(struct slip_stack *s, int sock, void *buf, size_t le
     struct udp_peer peer;
     stack_lock(s);
     ssize_t rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from ? &peer : NULL, flags);
+    if (rc == -EAGAIN) {
+        rx_catch_up(s);         /* a datagram may still wait on an RX ring (as slip_tcp__recv) */
+        rc = udp_sock__recv6(s->udp, &s->pool, (slip_idx_t)sock, buf, len, from ? &peer : NULL, flags);
+    }
     stack_unlock(s);
     if (rc >= 0 && from)
         peer_out(&peer, from);
