@@ -215,6 +215,8 @@ struct tcp_conn {
     /* RFC 6937 PRR: bytes delivered and sent since recovery began, flight at its start. */
     uint32_t prr_delivered, prr_out, prr_recover_fs;
     struct tcp_sack_block rsack[WIRE_TCP_MAX_SACK]; /* receiver: blocks we report, newest first */
+    struct tcp_sack_block dsack;  /* receiver: a duplicate to report once, first (RFC 2883 §4);
+                                   * start == end: none */
 
     /* Timestamps (RFC 7323). */
     uint32_t ts_recent, ts_offset;
@@ -278,7 +280,7 @@ struct tcp_conn {
     X(cookie_full_rsts) X(tw_recycled) \
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
-    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(recovery_probes) \
+    X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
     X(frto_spurious) X(ecn_ce_in) X(ecn_reductions)
 
 struct tcp_counters {

@@ -114,15 +114,27 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         r.opts.tsecr = c->ts_recent;
     }
     /* RFC 2018 §4: report what we hold out of order, as long as the options fit beside data. */
-    if (!syn && !(flags & WIRE_TCP_RST) && (c->flags & TCPF_SACK_OK) && c->nrsack) {
+    bool dsack = c->dsack.start != c->dsack.end;
+    if (!syn && !(flags & WIRE_TCP_RST) && (c->flags & TCPF_SACK_OK) && (c->nrsack || dsack)) {
         uint32_t optroom = c->mss > len ? c->mss - len : 0;
         uint32_t used = r.opts.has_ts ? 12 : 0;
         uint32_t n = optroom > used + 4 ? (optroom - used - 4) / 8 : 0;
-        r.opts.nsack = (uint8_t)SLIP_MIN(n, (uint32_t)c->nrsack);
-        for (unsigned k = 0; k < r.opts.nsack; k++) {
-            r.opts.sack[k].left = c->rsack[k].start;
-            r.opts.sack[k].right = c->rsack[k].end;
+        n = SLIP_MIN(n, (uint32_t)WIRE_TCP_MAX_SACK);
+        unsigned k = 0;
+        if (dsack && n) {
+            /* RFC 2883 §4: the duplicate first, then the usual blocks (the one holding the
+             * latest segment, which holds a duplicate of out-of-order data, comes next). */
+            r.opts.sack[k].left = c->dsack.start;
+            r.opts.sack[k].right = c->dsack.end;
+            k++;
+            c->dsack.start = c->dsack.end = 0;
+            sh->c.dsacks_out++;
         }
+        for (unsigned q = 0; q < c->nrsack && k < n; q++, k++) {
+            r.opts.sack[k].left = c->rsack[q].start;
+            r.opts.sack[k].right = c->rsack[q].end;
+        }
+        r.opts.nsack = (uint8_t)k;
     }
     size_t hl = wire_tcp__emit(&r, buf);
     if (hl + len > sizeof(buf))

@@ -120,6 +120,7 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
         return;
     }
     slip_idx_t *pp = &c->ooo_head;
+    bool dup = false;       /* the first overlap with data already held is reported */
     while (*pp != SLIP_NIL) {
         slip_idx_t e = *pp;
         uint32_t es = ooo_seq(pool, e), ee = es + ooo_len(pool, e);
@@ -132,6 +133,10 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
         if (seq_leq(es, seq)) {
             /* e covers our front: keep only what lies beyond it. */
             uint32_t cut = ee - seq;
+            if (!dup) {
+                tcp_sack__dup(c, seq, seq + SLIP_MIN(cut, len));
+                dup = true;
+            }
             if (cut >= len) {
                 pkt__free_chain(pool, pkt);
                 return;
@@ -145,6 +150,10 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
             continue;
         }
         /* We start before e. */
+        if (!dup) {
+            tcp_sack__dup(c, es, seq_geq(seq + len, ee) ? ee : seq + len);
+            dup = true;
+        }
         if (seq_geq(seq + len, ee)) {
             ooo_unlink_free(pool, c, pp);     /* we cover e entirely: ours replaces it */
             continue;
@@ -202,4 +211,5 @@ void tcp_reass__purge(struct pkt_pool *pool, struct tcp_conn *c)
     c->ooo_bytes = 0;
     c->ooo_segs = 0;
     c->nrsack = 0;
+    c->dsack.start = c->dsack.end = 0;
 }

@@ -56,6 +56,17 @@ void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, uint3
     c->nrsack = (uint8_t)k;
 }
 
+/* RFC 2883 §4: a duplicate is reported in the first SACK block of the next ACK only (a later
+ * one replaces it); Linux's receiver does the same (net.ipv4.tcp_dsack, on by default), and its
+ * sender uses it to undo a reduction for a retransmission or loss probe that was not needed. */
+void tcp_sack__dup(struct tcp_conn *c, uint32_t start, uint32_t end)
+{
+    if (!(c->flags & TCPF_SACK_OK) || !seq_lt(start, end))
+        return;
+    c->dsack.start = start;
+    c->dsack.end = end;
+}
+
 static void sb_insert(struct tcp_conn *c, uint32_t s, uint32_t e, uint32_t *added)
 {
     /* Merge [s, e) with every block it touches, then insert in order. */

@@ -180,6 +180,8 @@ void tcp_chrono__stop(struct tcp_conn *c, uint8_t kind, slip_time_t now);
 /* tcp_reass.c */
 /* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. */
 void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len);
+/* RFC 2883: data [start, end) arrived a second time; the next segment we send reports it. */
+void tcp_sack__dup(struct tcp_conn *c, uint32_t start, uint32_t end);
 /* Moves segments that became in order to rcvq; returns bytes moved (rcv_nxt advanced). */
 uint32_t tcp_reass__pull(struct ip_env *env, struct tcp_conn *c);
 void tcp_reass__purge(struct pkt_pool *pool, struct tcp_conn *c);

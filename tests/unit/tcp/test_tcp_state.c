@@ -649,19 +649,39 @@ TEST(test_established_out_of_order_then_fill)
     CHECK(last(&s, &o), ==, true);
     CHECK(o.th.opts.nsack, ==, 2);
     CHECK(o.th.opts.sack[0].left, ==, s.pseq + 12);  /* the latest block first (RFC 2018 §4) */
-    /* An overlapping duplicate adds nothing. */
+    /* An overlapping duplicate adds nothing, and the ACK reports it first (RFC 2883 §4.2.1):
+     * the D-SACK block, then the block holding it, then the other. */
     pseg(&s, WIRE_TCP_ACK, s.pseq + 5, s.iss + 1, "FG", 2, 1000);
     CHECK(C(&s)->ooo_bytes, ==, 8);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.nsack, ==, 3);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 5);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 7);
+    CHECK(o.th.opts.sack[1].left, ==, s.pseq + 4);
+    CHECK(o.th.opts.sack[1].right, ==, s.pseq + 8);
+    CHECK(o.th.opts.sack[2].left, ==, s.pseq + 12);
+    CHECK(s.sh->c.dsacks_out, ==, 1);
     char buf[32];
     CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, -EAGAIN);
     pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, "ABCD", 4, 1000);
     CHECK(last(&s, &o), ==, true);
     CHECK(o.th.ack, ==, s.pseq + 8);
-    CHECK(o.th.opts.nsack, ==, 1);
+    CHECK(o.th.opts.nsack, ==, 1);      /* the D-SACK went once (§4 rule 4) */
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 12);
     pseg(&s, WIRE_TCP_ACK, s.pseq + 6, s.iss + 1, "GHIJKL", 6, 1000);   /* overlaps both sides */
     CHECK(last(&s, &o), ==, true);
     CHECK(o.th.ack, ==, s.pseq + 16);
-    CHECK(o.th.opts.nsack, ==, 0);
+    CHECK(o.th.opts.nsack, ==, 1);      /* its part below RCV.NXT, reported (§4.1.1) */
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 6);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 8);
+    /* A whole old duplicate (a retransmission or loss probe that was not needed, §4.1.1). */
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, "ABCD", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 16);
+    CHECK(o.th.opts.nsack, ==, 1);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 4);
+    CHECK(s.sh->c.dsacks_out, ==, 3);
     CHECK(tcp_conn__recv(s.env, s.sh, s.c, buf, sizeof(buf), 0), ==, 16);
     CHECK_MEM(buf, "ABCDEFGHIJKLMNOP", 16);
     CHECK(C(&s)->ooo_segs, ==, 0);
