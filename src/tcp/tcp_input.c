@@ -295,6 +295,21 @@ static void fin_received(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
 
 /* ---- seventh step: segment text ---- */
 
+/* Quick ACKs again after a sign that the sender is repairing a loss: data out of order, data a
+ * second time, data after a silence longer than our RTO (as Linux's receiver, which enters its
+ * quickack mode there). Each in-order segment is then acknowledged at once, up to half the
+ * receive window's worth of segments and at most TCP_QUICKACKS: a sender whose cwnd the loss cut
+ * to a few segments gets its ACK clock back from them instead of waiting out our delayed-ACK timer
+ * (40 ms, where the path's RTT may be 1 ms) on every odd segment. */
+static void quickack_enter(struct tcp_conn *c)
+{
+    uint32_t mss = c->rcv_mss ? c->rcv_mss : TCP_MSS_NO_OPTION;
+    uint32_t n = tcp_rcv_space(c) / (2 * mss);
+    n = SLIP_MAX(SLIP_MIN(n, (uint32_t)TCP_QUICKACKS), 2u);
+    if (c->quickacks < n)
+        c->quickacks = n;
+}
+
 static void delack_account(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t len)
 {
     if (len > c->rcv_mss)
@@ -319,6 +334,8 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
 {
     if (s->len == 0)
         return true;
+    if (c->last_data_rx && env->now - c->last_data_rx > tcp_rto(c))
+        quickack_enter(c);          /* the sender may restart from a small window */
     c->last_data_rx = env->now;     /* TCP_INFO last_data_recv */
     if (c->state != TCPS_ESTABLISHED && c->state != TCPS_FIN_WAIT_1 && c->state != TCPS_FIN_WAIT_2)
         return true;    /* after the peer's FIN no more text is accepted */
@@ -361,6 +378,7 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     } else {
         /* RFC 5681 §4.2: an out-of-order segment is acknowledged at once (duplicate ACK). */
         c->st.ooo_segs++;
+        quickack_enter(c);
         tcp_reass__add(env, c, s->seq, s->pkt, s->len);
         s->pkt = SLIP_NIL;
         tcp_sack__rcv_update(env->pool, c, s->seq);
@@ -626,8 +644,10 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         ok = true;
     if (!ok) {
         sh->c.out_of_window++;
-        if (s->len && seq_lt(s->seq, c->rcv_nxt))   /* an old duplicate (RFC 2883 §4.1) */
+        if (s->len && seq_lt(s->seq, c->rcv_nxt)) {   /* an old duplicate (RFC 2883 §4.1) */
             tcp_sack__dup(c, s->seq, seq_lt(s->seq + s->len, c->rcv_nxt) ? s->seq + s->len : c->rcv_nxt);
+            quickack_enter(c);
+        }
         if (!(s->flags & WIRE_TCP_RST)) {
             if (c->state == TCPS_TIME_WAIT && (s->flags & WIRE_TCP_FIN))
                 tcp_timer__set(sh, c, TT_2MSL, env->now + TCP_TIMEWAIT_LEN);
@@ -645,6 +665,7 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         uint32_t cut = SLIP_MIN(delta, s->len);
         if (cut) {
             tcp_sack__dup(c, s->seq, s->seq + cut);    /* RFC 2883 §4.1.1: its part received before */
+            quickack_enter(c);
             uint32_t freed = 0;
             s->pkt = tcp_pkt__trim_front(env->pool, s->pkt, cut, &freed);
             s->len -= cut;

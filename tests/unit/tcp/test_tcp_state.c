@@ -717,6 +717,48 @@ TEST(test_established_delayed_ack)
     st_fini(&s, true);
 }
 
+/* After a hole (and after a duplicate) the next in-order segments are acknowledged at once, as
+ * Linux's receiver does in its quickack mode: a sender recovering with a small cwnd must not wait
+ * 40 ms for each ACK. Then delayed ACKs again. */
+TEST(test_established_quick_acks_after_a_hole_and_a_duplicate)
+{
+    struct st s;
+    st_init(&s);
+    st_passive(&s, false);
+    C(&s)->quickacks = 0;
+    static char seg[1460];
+    memset(seg, 'x', sizeof(seg));
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 1000, s.iss + 1, seg, 1000, 1000);    /* out of order */
+    CHECK(s.h.nsent, ==, 1);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);           /* fills the hole */
+    CHECK(s.h.nsent, ==, 2);
+    s.pseq += 2000;
+    unsigned quick = C(&s)->quickacks;
+    CHECK(quick, >=, 2u);
+    for (unsigned i = 0; i < quick; i++) {
+        h_free_sent(&s.h);
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+        s.pseq += 1000;
+        CHECK(s.h.nsent, ==, 1);        /* each one at once */
+    }
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    s.pseq += 1000;
+    CHECK(s.h.nsent, ==, 0);            /* delayed again */
+    advance(&s, 41 * SLIP_MSEC);
+    CHECK(s.h.nsent, ==, 1);
+    /* A whole duplicate: answered at once (D-SACK) and quick ACKs again. */
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq - 1000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    st_fini(&s, true);
+}
+
 TEST(test_established_rst_in_window_challenge_ack)
 {
     struct st s;
