@@ -10,7 +10,8 @@ kernel receiver in a (tests/system/peers/tcp_bulk.py recv) twice:
   BBR does not take random loss as congestion, so it is the reference for what the path allows,
   not a like-for-like comparison);
 - slipstream: tests/prog/tcp_tool connect-send in b (the stack's TCP), its stdin the same stream
-  written to a file on tmpfs beforehand (SLIP_LOSS_FEED=pipe: tcp_bulk gen | tcp_tool instead).
+  written to a file on tmpfs beforehand (SLIP_LOSS_FEED=pipe: tcp_bulk gen | tcp_tool instead),
+  with CUBIC (the stack's default) and with BBR (SLIP_TCP_CC=bbr: src/tcp/cc/bbr.c).
 
 MiB/s is the receiver's (first byte to EOF, data verified). Kernel retransmissions and RTO
 expiries are nstat's TcpRetransSegs / TcpExtTCPTimeouts (and TCPLossProbes) of b's namespace
@@ -94,10 +95,19 @@ def stream_file(tcp, nbytes, seed):
     return path
 
 
-def stack_send(tcp, tb, tool, nbytes, seed):
+def stack_send(tcp, tb, tool, nbytes, seed, cc="cubic"):
+    """The stack's sender with congestion control cc (SLIP_TCP_CC: the stack's default)."""
     a, b = tb.host("a"), tb.host("b")
     if FEED == "pipe":
-        res = tcp.stack_to_kernel(a, b, tool, nbytes, seed, port=PORT + 1, timeout=900)
+        old = os.environ.get("SLIP_TCP_CC")
+        os.environ["SLIP_TCP_CC"] = cc
+        try:
+            res = tcp.stack_to_kernel(a, b, tool, nbytes, seed, port=PORT + 1, timeout=900)
+        finally:
+            if old is None:
+                os.environ.pop("SLIP_TCP_CC", None)
+            else:
+                os.environ["SLIP_TCP_CC"] = old
         r, c, rc = res["receiver"], res["counters"], res["tool_rc"]
     else:
         port = PORT + 1
@@ -107,7 +117,8 @@ def stack_send(tcp, tb, tool, nbytes, seed):
         assert line.startswith("listening"), line
         with open(stream_file(tcp, nbytes, seed), "rb") as f:
             t = b.popen([tool, "--iface", b.ifname, "--counters", "connect-send", a.addr, str(port)],
-                        env=tcp.tool_env(None), stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                        env=tcp.tool_env({"SLIP_TCP_CC": cc}), stdin=f, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE)
         outs = tcp.finish([("tool", t), ("recv", rcv)], 900)
         r = tcp.json_of(outs["recv"][0], f"tcp_bulk recv {outs['recv'][1][-300:]!r}")
         c, _ = tcp.counters_of(outs["tool"][0].decode(errors="replace"))
@@ -206,7 +217,7 @@ def stop_delay(p):
 
 
 def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
-    """One (loss, RTT) point: returns (kernel CUBIC runs, stack runs, kernel BBR runs)."""
+    """One (loss, RTT) point: returns (kernel CUBIC runs, stack runs, kernel BBR runs, stack BBR runs)."""
     tb = testbed.Testbed(testbed.Topology(router=True), prefix=prefix, tag="loss").up()
     fwd = None
     try:
@@ -214,12 +225,14 @@ def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
             fwd = start_delay(tb, build_dir, rtt_ms, pct)
         else:
             tb.router_loss(pct, only_l4=True, build_dir=build_dir)
-        k_runs, s_runs, b_runs = [], [], []
+        k_runs, s_runs, b_runs, sb_runs = [], [], [], []
         for i in range(ROUNDS):
             seed = 100 + i
             for name, fn, runs in (("kernel cubic", lambda: kernel_send(tcp, tb, nbytes, seed, "cubic"), k_runs),
                                    ("kernel bbr  ", lambda: kernel_send(tcp, tb, nbytes, seed, "bbr"), b_runs),
-                                   ("stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs)):
+                                   ("stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs),
+                                   ("stack bbr   ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed, "bbr"),
+                                    sb_runs)):
                 t0 = time.monotonic()
                 x = fn()
                 log(f"{pct}% {rtt_ms} ms {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
@@ -234,7 +247,7 @@ def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
         if fwd:
             stop_delay(fwd)
         tb.down()
-    return k_runs, s_runs, b_runs
+    return k_runs, s_runs, b_runs, sb_runs
 
 
 def run(repo, build_dir, quick=False, prefix="slb"):
@@ -254,15 +267,17 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     for rtt in rtts:
         for pct in rates:
             n = nbytes_rtt if rtt else nbytes
-            k_runs, s_runs, b_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
-            ok = all(x["ok"] for x in k_runs + s_runs + b_runs)
+            k_runs, s_runs, b_runs, sb_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
+            ok = all(x["ok"] for x in k_runs + s_runs + b_runs + sb_runs)
             km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
+            bm, sbm = med(b_runs, "mibs"), med(sb_runs, "mibs")
             rows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | "
                         f"{sm / km:.2f} | "
                         f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
                         f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
                         f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
-                        f"{med(b_runs, 'mibs'):.2f} ({med(b_runs, 'rto'):.0f} RTO) |" + ("" if ok else " FAILED |"))
+                        f"{bm:.2f} | {sbm:.2f} | {sbm / bm if bm else 0:.2f} | "
+                        f"{med(b_runs, 'rto'):.0f} / {med(sb_runs, 'rto'):.0f} |" + ("" if ok else " FAILED |"))
     rrows = []
     # SLIP_LOSS_RECV=0 skips the receiver-side table (sender-side A/B runs are shorter).
     for rtt, pct in ([(r, p) for r in rtts for p in rates] if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
@@ -281,6 +296,6 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     head = (f"b -> a (kernel receiver), loss at the router each way, median of {ROUNDS} run(s)\n\n"
             "| loss each way | RTT | MiB | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
             "retransmits kernel / slip | RTO expiries kernel / slip | loss probes kernel / slip | "
-            "kernel BBR MiB/s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n")
+            "kernel BBR MiB/s | slipstream BBR MiB/s | ratio BBR | RTO expiries kernel BBR / slip BBR |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "\n".join(rows) + "\n" + rhead + "\n".join(rrows) + "\n"

@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "preload/preload.h"
 #include "stack/stack.h"
+#include "tcp/cc/cc.h"
 
 #ifndef SIOCOUTQ
 #define SIOCOUTQ TIOCOUTQ
@@ -36,6 +38,23 @@ static int tcp_info_fill(struct pfd *p, int fd, void *val, socklen_t *len)
         return set_errno(rc);
     rc = pre_tcpinfo__fill(fd, &in, val, len);     /* tcpinfo.c */
     return rc < 0 ? set_errno(rc) : 0;
+}
+
+/* TCP_CONGESTION as Linux answers it: the algorithm's name in a 16-byte field (TCP_CA_NAME_MAX),
+ * zero-padded, cut to optlen. The name is the stack's (SLIP_TCP_CC or what setsockopt chose),
+ * not the kernel socket's. */
+static int cc_name_out(int algo, void *val, socklen_t *len)
+{
+    char name[16] = "";
+    snprintf(name, sizeof(name), "%s", tcp_cc__get((unsigned)algo)->name);
+    if (!len || (int)*len < 0)
+        return set_errno(-EINVAL);
+    socklen_t n = SLIP_MIN(*len, (socklen_t)sizeof(name));
+    if (n && !val)
+        return set_errno(-EFAULT);
+    memcpy(val, name, (size_t)n);
+    *len = n;
+    return 0;
 }
 
 /* The engine's option for a socket option that maps to one int, or -1. */
@@ -76,6 +95,9 @@ int pre_getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
     if (p->kind == PFD_TCP) {
         if (level == IPPROTO_TCP && opt == TCP_INFO)
             return tcp_info_fill(p, fd, val, len);
+        if (level == IPPROTO_TCP && opt == TCP_CONGESTION &&
+            slip_tcp__getopt(s, p->sock, SLIP_TCPO_CONGESTION, &v) == 0)
+            return cc_name_out(v, val, len);
         int o = tcp_opt_of(level, opt);
         if (o >= 0 && slip_tcp__getopt(s, p->sock, o, &v) == 0)
             return put_int(val, len, v);

@@ -373,6 +373,14 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
         goto fail;
     }
     tcp_shared__init(s->tcp, mc, key);
+    {
+        /* SLIP_TCP_CC: the connections' congestion control (its choices in TCP_CC_* order). */
+        static const uint8_t ccs[] = { TCP_CC_CUBIC, TCP_CC_NEWRENO, TCP_CC_BBR };
+        uint64_t v;
+        if ((rc = slip_env__get(SLIP_ENV_TCP_CC, &v, err, errlen)) < 0)
+            goto fail;
+        s->tcp->default_cc = ccs[v];
+    }
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);
     {

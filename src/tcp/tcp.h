@@ -107,10 +107,27 @@ struct tcp_sack_block {
 #define TXR_LOST    0x1u      /* marked lost, waiting to be retransmitted */
 #define TXR_MARKED  0x4u      /* marked lost, resent or not (Linux's TCPCB_LOST: TCP_INFO lost) */
 #define TXR_RETRANS 0x2u      /* retransmitted at least once (RTT samples are ambiguous) */
+#define TXR_APP_LTD 0x8u      /* sent in an application-limited phase (tcp_rate.c) */
+/* The rs_* fields are the delivery-rate snapshot taken when the range was (last) sent
+ * (draft-cheng-iccrg-delivery-rate-estimation §3.2 P.delivered, P.delivered_time,
+ * P.first_sent_time), kept only for connections whose congestion control samples rates (BBR):
+ * for the others they stay 0, so merging records works as before. */
 struct tcp_txrec {
     uint32_t start, end;
     uint32_t xmit_us;         /* send time, microseconds (wraps; compared as int32 differences) */
     uint32_t flags;           /* TXR_* */
+    uint32_t rs_delivered;    /* C.delivered when sent (low 32 bits; differences only) */
+    uint32_t rs_delivered_us; /* C.delivered_time when sent */
+    uint32_t rs_first_tx_us;  /* C.first_sent_time when sent */
+};
+
+/* Delivery-rate estimation state of a connection (draft-cheng-iccrg-delivery-rate-estimation
+ * §3.1 names; tcp_rate.c). Times in microseconds of the stack clock, wrapping. */
+struct tcp_rate {
+    uint64_t delivered;       /* C.delivered: bytes delivered (cumulatively ACKed or SACKed) */
+    uint64_t app_limited;     /* C.app_limited: end of the app-limited phase in delivered bytes, 0: none */
+    uint32_t delivered_us;    /* C.delivered_time */
+    uint32_t first_tx_us;     /* C.first_sent_time */
 };
 
 /* ECN state of a connection (RFC 3168, tcp_ecn.c). */
@@ -131,6 +148,8 @@ struct tcp_conn_stats {
     uint64_t recovery_probes;         /* probes sent in recovery or after an RTO (tcp_rack.c) */
     uint64_t ecn_reductions;          /* cwnd reductions for an ECN echo (tcp_ecn.c) */
     uint64_t undos;                   /* reductions undone as spurious (tcp_undo.c) */
+    uint64_t bbr_acks;                /* ACKs BBR's model took (cc/bbr.c) */
+    uint64_t paced_waits;             /* times pacing held data back (tcp_output.c) */
 };
 
 /* A congestion episode that may prove spurious (tcp_undo.c): what the reduction replaced, and
@@ -240,6 +259,11 @@ struct tcp_conn {
 
     struct tcp_cc_state cc;
     struct tcp_undo undo;
+    /* Delivery-rate sampling and pacing, for algorithms with a cong_control op (BBR). */
+    struct tcp_rate rate;
+    uint64_t pacing_rate;     /* bytes per second; 0: not paced (tcp_output.c) */
+    slip_time_t pace_vt;      /* pacing token bucket: when it was (or will be) empty */
+    uint32_t pace_quantum;    /* bucket depth in bytes (the burst one pacing slot may send) */
     struct tcp_conn_stats st;
 
     /* For TCP_INFO (Linux's struct tcp_info): when new data last left, data last arrived and an
@@ -281,7 +305,7 @@ struct tcp_conn {
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
-    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions)
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

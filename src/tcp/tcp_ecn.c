@@ -82,6 +82,13 @@ void tcp_ecn__ack_in(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn 
     if (c->flags & (TCPF_RECOVERY | TCPF_LOSS))
         return;
     const struct tcp_cc_ops *cc = tcp_cc__get(c->cc_algo);
+    if (cc->cong_control) {
+        /* BBR version 1 does not respond to ECN (as Linux's bbr): CWR still tells the peer
+         * its echo was heard (docs/COMPLIANCE.md). */
+        c->ecn_high = c->snd_max;
+        c->ecn |= TCP_ECN_CWR | TCP_ECN_WAIT;
+        return;
+    }
     c->ssthresh = cc->ssthresh(c, env->now);
     c->cwnd = SLIP_MAX(c->ssthresh, tcp_output__data_mss(c));
     c->ecn_high = c->snd_max;

@@ -71,7 +71,15 @@ static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp
     sh->c.fast_retransmits++;
     uint32_t len = SLIP_MIN(dmss, c->snd_max - c->snd_una);
     bool fin = false;
-    if (c->flags & TCPF_SACK_OK) {
+    if (cc->cong_control) {
+        /* BBR draft-00 §4.2.3.4: packet conservation from what is in flight (the model's
+         * cong_control takes over on the next ACK). */
+        c->cwnd = c->snd_max - c->snd_una + dmss;
+        if (c->flags & TCPF_SACK_OK) {
+            if (c->nsb && seq_lt(c->sb[0].start, c->snd_una + len) && seq_gt(c->sb[0].start, c->snd_una))
+                len = c->sb[0].start - c->snd_una;
+        }
+    } else if (c->flags & TCPF_SACK_OK) {
         /* RFC 6675 §5 (4.2-4.3): cwnd = ssthresh, retransmit the first unacknowledged segment. */
         c->cwnd = c->ssthresh;
         if (c->nsb && seq_lt(c->sb[0].start, c->snd_una + len) && seq_gt(c->sb[0].start, c->snd_una))
@@ -132,6 +140,16 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     }
     uint32_t sacked_before = tcp_sack__sacked_bytes(c), old_una = c->snd_una;
     bool sack = (c->flags & TCPF_SACK_OK) != 0;
+    const struct tcp_cc_ops *ops = tcp_cc__get(c->cc_algo);
+    /* Delivery-rate sample (tcp_rate.c) for a model-based algorithm: the newest range this
+     * ACK delivers, judged against the old scoreboard like RACK's. */
+    struct tcp_rate_sample rs;
+    uint32_t prior_flight = 0;
+    uint64_t lost_before = c->st.rack_lost;
+    if (ops->cong_control) {
+        prior_flight = tcp_flight(c);
+        tcp_rate__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now, &rs);
+    }
     /* RFC 8985 §6.2: RACK learns from what this ACK delivers, judged against the old scoreboard. */
     if (sack)
         tcp_rack__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now);
@@ -187,8 +205,9 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
                 c->flags &= ~TCPF_RECOVERY;
                 uint32_t flight = c->snd_max - c->snd_una;
                 uint32_t dmss = tcp_output__data_mss(c);
-                c->cwnd = (c->flags & TCPF_SACK_OK) ? c->ssthresh
-                                                    : SLIP_MIN(c->ssthresh, SLIP_MAX(flight, dmss) + dmss);
+                if (!ops->cong_control)
+                    c->cwnd = (c->flags & TCPF_SACK_OK) ? c->ssthresh
+                                                        : SLIP_MIN(c->ssthresh, SLIP_MAX(flight, dmss) + dmss);
                 c->dupacks = 0;
             } else if (!(c->flags & TCPF_SACK_OK)) {
                 /* RFC 6582 §3.2 step 5: partial ACK: retransmit the next hole, deflate. */
@@ -211,8 +230,8 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
             bool limited = c->cwnd_limited ||
                            (c->cwnd < c->ssthresh ? c->cwnd < 2 * most
                                                   : flight_before + tcp_output__data_mss(c) >= c->cwnd);
-            if (limited)
-                tcp_cc__get(c->cc_algo)->on_ack(c, acked, env->now);
+            if (limited && !ops->cong_control)
+                ops->on_ack(c, acked, env->now);
         }
         if (c->snd_una == c->snd_max) {
             tcp_timer__stop(c, TT_REXMT);
@@ -232,6 +251,18 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         tcp_rack__tlp_ack(env, c, ack, &s->th.opts);
         int64_t delivered = (int64_t)(c->snd_una - old_una) + (int64_t)tcp_sack__sacked_bytes(c) - sacked_before;
         tcp_rack__after_ack(env, sh, c, delivered > 0 ? (uint32_t)delivered : 0, c->snd_una != old_una);
+    }
+    if (ops->cong_control) {
+        /* Linux's cong_control: the model sees every ACK, after loss detection decided the
+         * recovery state, and sets cwnd and the pacing rate. */
+        int64_t delivered = (int64_t)(c->snd_una - old_una) + (int64_t)tcp_sack__sacked_bytes(c) - sacked_before;
+        tcp_rate__gen(c, delivered > 0 ? (uint32_t)delivered : 0, env->now, &rs);
+        rs.losses = (uint32_t)SLIP_MIN((c->st.rack_lost - lost_before) * tcp_output__data_mss(c), (uint64_t)UINT32_MAX);
+        rs.prior_in_flight = prior_flight;
+        rs.ca_state = (c->flags & TCPF_LOSS) ? TCP_CA_LOSS : (c->flags & TCPF_RECOVERY) ? TCP_CA_RECOVERY : TCP_CA_OPEN;
+        ops->cong_control(c, &rs, env->now);
+        c->st.bbr_acks++;
+        sh->c.bbr_acks++;
     }
     tcp_ecn__ack_in(env, sh, c, s);     /* after recovery's decision: it takes precedence */
 

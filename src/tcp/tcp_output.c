@@ -376,6 +376,29 @@ static void cwnd_validate(struct tcp_conn *c, uint32_t data_end, uint32_t dmss)
     }
 }
 
+/* ---- pacing (BBR draft-cardwell-iccrg-bbr-congestion-control-00 §4.2.1-4.2.2) ----
+ * A token bucket of depth pace_quantum filled at pacing_rate: pace_vt is the time at which the
+ * bucket was (or will be) empty, never earlier than one full bucket ago. A segment of len bytes
+ * leaves when the bucket holds len, so the bytes sent in any interval T are at most
+ * pacing_rate * T + pace_quantum. Only connections with a pacing rate (BBR) are paced. */
+static slip_time_t pace_cost(const struct tcp_conn *c, uint32_t bytes)
+{
+    return (slip_time_t)((unsigned __int128)bytes * SLIP_SEC / c->pacing_rate);
+}
+
+/* The bucket's empty time now, the burst allowance applied. */
+static slip_time_t pace_base(const struct tcp_conn *c, slip_time_t now)
+{
+    slip_time_t full = pace_cost(c, SLIP_MAX(c->pace_quantum, 2 * tcp_output__data_mss(c)));
+    slip_time_t floor = now > full ? now - full : 0;
+    return SLIP_MAX(c->pace_vt, floor);
+}
+
+static bool paced(const struct tcp_conn *c)
+{
+    return c->pacing_rate && tcp_rate__on(c);
+}
+
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     int rc = 0;
@@ -412,6 +435,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     bool sent = false, sent_new = false;
     bool sack_rec = (c->flags & TCPF_SACK_OK) && (c->flags & (TCPF_RECOVERY | TCPF_LOSS));
     bool was_idle = c->snd_una == c->snd_max;
+    bool pace_wait = false;
 
     for (int guard = 0; guard < 4096; guard++) {
         uint32_t seq, len;
@@ -475,9 +499,23 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
          * (MSG_MORE: Linux marks no push for it either). */
         if (len && seq + len == data_end && !(c->flags & TCPF_MORE))
             flags |= WIRE_TCP_PSH;
+        slip_time_t pace_at = 0;
+        if (len && paced(c)) {
+            pace_at = pace_base(c, env->now) + pace_cost(c, len);
+            if (pace_at > env->now) {
+                /* The bucket does not hold this segment yet: come back when it does. */
+                pace_wait = true;
+                tcp_timer__set(sh, c, TT_PACE, pace_at);
+                c->st.paced_waits++;
+                sh->c.paced_waits++;
+                break;
+            }
+        }
         rc = tcp_output__segment(env, sh, c, seq, len, flags);
         if (rc < 0)
             break;
+        if (pace_at)
+            c->pace_vt = pace_at;
         sent = true;
         uint32_t end = seq + len + ((flags & WIRE_TCP_FIN) ? 1 : 0);
         if (flags & WIRE_TCP_FIN)
@@ -512,6 +550,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         tcp_rack__schedule_pto(env, sh, c);    /* RFC 8985 §7.2: (re)armed on new data */
     if (sent)
         cwnd_validate(c, data_end, dmss);
+    if (!pace_wait && tcp_rate__on(c))
+        tcp_rate__check_app_limited(c, data_end, dmss, sack_rec && tcp_rack__has_lost(c));
     if (was_idle && sent_new)
         c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
     chrono_update(c, data_end, dmss, sent, env->now);

@@ -33,6 +33,13 @@ static uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return n;
 }
 
+/* Same delivery-rate snapshot (tcp_rate.c; always true when rates are not sampled). */
+static bool same_snapshot(const struct tcp_txrec *a, const struct tcp_txrec *b)
+{
+    return a->rs_delivered == b->rs_delivered && a->rs_delivered_us == b->rs_delivered_us &&
+           a->rs_first_tx_us == b->rs_first_tx_us;
+}
+
 /* Merges neighbours sent at the same time with the same flags (lossless). */
 static void coalesce(struct tcp_conn *c)
 {
@@ -40,7 +47,7 @@ static void coalesce(struct tcp_conn *c)
     for (unsigned i = 0; i < c->ntxr; i++) {
         struct tcp_txrec *r = &c->txr[i];
         if (k && c->txr[k - 1].end == r->start && c->txr[k - 1].xmit_us == r->xmit_us &&
-            c->txr[k - 1].flags == r->flags) {
+            c->txr[k - 1].flags == r->flags && same_snapshot(&c->txr[k - 1], r)) {
             c->txr[k - 1].end = r->end;
             continue;
         }
@@ -61,9 +68,15 @@ static void make_room(struct tcp_conn *c)
         return;
     struct tcp_txrec *a = &c->txr[0], *b = &c->txr[1];
     a->end = b->end;
-    if (tdiff(b->xmit_us, a->xmit_us) > 0)
+    uint32_t app = (tdiff(b->xmit_us, a->xmit_us) > 0 ? b->flags : a->flags) & TXR_APP_LTD;
+    if (tdiff(b->xmit_us, a->xmit_us) > 0) {
+        /* The later send time goes with that send's rate snapshot. */
         a->xmit_us = b->xmit_us;
-    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED));
+        a->rs_delivered = b->rs_delivered;
+        a->rs_delivered_us = b->rs_delivered_us;
+        a->rs_first_tx_us = b->rs_first_tx_us;
+    }
+    a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED)) | app;
     for (unsigned j = 2; j < c->ntxr; j++)
         c->txr[j - 1] = c->txr[j];
     c->ntxr--;
@@ -93,9 +106,12 @@ static bool split_at(struct tcp_conn *c, uint32_t seq)
 
 void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t now)
 {
-    if (!(c->flags & TCPF_SACK_OK) || !seq_lt(seq, end))
+    /* Kept for SACK connections (RACK) and for those that sample delivery rates (BBR). */
+    if (!((c->flags & TCPF_SACK_OK) || tcp_rate__on(c)) || !seq_lt(seq, end))
         return;
     uint32_t t = now_us(now);
+    struct tcp_txrec snap = { 0 };
+    tcp_rate__snapshot(c, &snap, now);      /* DRE §3.2: the state at this send */
     if (c->ntxr && seq_lt(seq, c->txr[0].start))
         seq = c->txr[0].start;          /* already acknowledged below */
     uint32_t tail = c->ntxr ? c->txr[c->ntxr - 1].end : seq;
@@ -108,7 +124,10 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
             struct tcp_txrec *r = &c->txr[i];
             if (seq_geq(r->start, seq) && seq_leq(r->end, re)) {
                 r->xmit_us = t;
-                r->flags = (r->flags & ~TXR_LOST) | TXR_RETRANS;
+                r->flags = (r->flags & ~(TXR_LOST | TXR_APP_LTD)) | TXR_RETRANS | snap.flags;
+                r->rs_delivered = snap.rs_delivered;
+                r->rs_delivered_us = snap.rs_delivered_us;
+                r->rs_first_tx_us = snap.rs_first_tx_us;
             }
         }
         coalesce(c);
@@ -119,12 +138,15 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
     if (c->ntxr && seq != tail)
         seq = tail;                     /* keep the map contiguous */
     struct tcp_txrec *last = c->ntxr ? &c->txr[c->ntxr - 1] : NULL;
-    if (last && last->xmit_us == t && last->flags == 0) {
+    if (last && last->xmit_us == t && last->flags == snap.flags && same_snapshot(last, &snap)) {
         last->end = end;
         return;
     }
     make_room(c);
-    c->txr[c->ntxr++] = (struct tcp_txrec){ seq, end, t, 0 };
+    snap.start = seq;
+    snap.end = end;
+    snap.xmit_us = t;
+    c->txr[c->ntxr++] = snap;
 }
 
 void tcp_rack__trim(struct tcp_conn *c)
@@ -451,7 +473,9 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         tcp_timer__stop(c, TT_REO);
     if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c))
         enter_recovery(env, sh, c);
-    if (c->flags & TCPF_RECOVERY)
+    /* PRR sets cwnd for the loss-based algorithms; a model-based one (BBR) sets it itself
+     * from the same ACK (cong_control, after this). */
+    if ((c->flags & TCPF_RECOVERY) && !tcp_cc__get(c->cc_algo)->cong_control)
         prr_update(c, delivered, una_advanced);
     /* RFC 8985 §7.2: the PTO is (re)armed when new data is sent or an ACK acknowledges new data;
      * a duplicate ACK (SACK only) leaves it running, as in Linux, so a SACK that starts no
@@ -483,7 +507,10 @@ void tcp_rack__reo_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
         tcp_timer__set(sh, c, TT_REO, env->now + (slip_time_t)wait * SLIP_USEC + 1);
     if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c)) {
         enter_recovery(env, sh, c);
-        prr_update(c, 0, false);
+        if (!tcp_cc__get(c->cc_algo)->cong_control)
+            prr_update(c, 0, false);
+        else    /* BBR draft-00 §4.2.3.4 packet conservation, with nothing delivered: one segment */
+            c->cwnd = tcp_rack__pipe(c) + tcp_output__data_mss(c);
     }
     tcp_output(env, sh, c);
 }

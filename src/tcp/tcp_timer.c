@@ -271,6 +271,12 @@ static void delack_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp
     }
 }
 
+/* The pacing token bucket holds the next segment now (tcp_output.c). */
+static void pace_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    tcp_output(env, sh, c);
+}
+
 typedef void (*timer_fn)(struct ip_env *, struct tcp_shared *, struct tcp_conn *);
 static const timer_fn handlers[TT_NTIMERS] = {
     [TT_REXMT] = rexmt_expired,
@@ -280,6 +286,7 @@ static const timer_fn handlers[TT_NTIMERS] = {
     [TT_DELACK] = delack_expired,
     [TT_REO] = tcp_rack__reo_timeout,
     [TT_PTO] = tcp_rack__pto_timeout,
+    [TT_PACE] = pace_expired,
 };
 
 slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh)

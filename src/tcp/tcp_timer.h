@@ -30,7 +30,11 @@
  * TT_PTO     Tail loss probe (RFC 8985 §7), SACK connections outside recovery: 2*SRTT (+200 ms
  *            when one segment is in flight) after the last new send or advancing ACK, one probe
  *            (new data, else the last segment again) so that a lost tail is repaired by SACK
- *            recovery instead of the RTO. One probe per tail; the RTO is restarted after it. */
+ *            recovery instead of the RTO. One probe per tail; the RTO is restarted after it.
+ * TT_PACE    Pacing (connections with a pacing rate: BBR). Armed when tcp_output held data back
+ *            because the pacing token bucket was empty, for when it holds the next segment;
+ *            expiry runs tcp_output again. Nanosecond deadline (the stack sleeps whole ms, so
+ *            on a quiet stack a wait lasts at least until the next poll). */
 #ifndef SLIP_TCP_TIMER_H
 #define SLIP_TCP_TIMER_H
 
@@ -41,6 +45,7 @@
 #define TT_DELACK  4
 #define TT_REO     5
 #define TT_PTO     6
-#define TT_NTIMERS 7
+#define TT_PACE    7
+#define TT_NTIMERS 8
 
 #endif

@@ -55,7 +55,10 @@ static void undo(struct tcp_shared *sh, struct tcp_conn *c, bool rto)
     /* Linux tcp_undo_cwnd_reduction: the window and the algorithm's memory from before. */
     c->cwnd = SLIP_MAX(c->cwnd, c->undo.prior_cwnd);
     c->ssthresh = SLIP_MAX(c->ssthresh, c->undo.prior_ssthresh);
-    c->cc = c->undo.prior_cc;
+    /* A model-based algorithm (BBR) keeps what it learnt since: its model is measurements,
+     * not a reaction to the loss being undone. */
+    if (!tcp_cc__get(c->cc_algo)->cong_control)
+        c->cc = c->undo.prior_cc;
     c->st.undos++;
     if (rto) {
         sh->c.spurious_rto++;

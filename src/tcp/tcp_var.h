@@ -239,6 +239,26 @@ void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
 /* RFC 8985 §7.4: ends a probe episode (every ACK, also duplicates that may carry a D-SACK). */
 void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o);
 
+/* tcp_rate.c: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation), for
+ * algorithms with a cong_control op. */
+static inline bool tcp_rate__on(const struct tcp_conn *c)
+{
+    return tcp_cc__get(c->cc_algo)->cong_control != NULL;
+}
+/* A range is being (re)sent into record r: its snapshot of the connection's delivery state
+ * (zero unless rates are sampled). */
+void tcp_rate__snapshot(struct tcp_conn *c, struct tcp_txrec *r, slip_time_t now);
+/* An ACK arrived (before the scoreboard takes its blocks and SND.UNA moves): starts rs from
+ * the newest range it delivers. */
+void tcp_rate__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now,
+                      struct tcp_rate_sample *rs);
+/* After the ACK: delivered bytes newly acknowledged or SACKed by it; completes rs. */
+void tcp_rate__gen(struct tcp_conn *c, uint32_t delivered, slip_time_t now, struct tcp_rate_sample *rs);
+/* The delivery rate of a valid sample in bytes per second, else 0. */
+uint64_t tcp_rate__bps(const struct tcp_rate_sample *rs);
+/* After output: marks an application-limited phase when the sender ran out of data. */
+void tcp_rate__check_app_limited(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, bool lost_pending);
+
 /* tcp_undo.c: spurious recovery and timeout detection (RFC 3522 timestamps, RFC 2883/3708
  * D-SACK) and the undo of the reduction (Linux; RFC 4015 §2 for timeouts). */
 /* A reduction is about to happen (kind TCP_UNDO_RECOVERY or TCP_UNDO_RTO): remember what it

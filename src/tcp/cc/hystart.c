@@ -16,8 +16,8 @@
 void tcp_hystart__rtt(struct tcp_conn *c, uint32_t rtt_us)
 {
     struct tcp_cc_state *h = &c->cc;
-    if (h->hs_state == TCP_HS_DONE || c->cwnd >= c->ssthresh || rtt_us == 0)
-        return;
+    if (h->hs_state == TCP_HS_DONE || c->cwnd >= c->ssthresh || rtt_us == 0 || c->cc_algo == TCP_CC_BBR)
+        return;     /* BBR leaves STARTUP by its own bandwidth plateau rule */
     /* §4.2: currentRoundMinRTT = min(currentRoundMinRTT, RTT); rttSampleCount += 1. */
     if (h->hs_cur_min_us == 0 || rtt_us < h->hs_cur_min_us)
         h->hs_cur_min_us = rtt_us;

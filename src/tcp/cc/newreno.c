@@ -56,7 +56,7 @@ const struct tcp_cc_ops tcp_cc_newreno = {
 
 const struct tcp_cc_ops *tcp_cc__get(unsigned algo)
 {
-    return algo == TCP_CC_NEWRENO ? &tcp_cc_newreno : &tcp_cc_cubic;
+    return algo == TCP_CC_NEWRENO ? &tcp_cc_newreno : algo == TCP_CC_BBR ? &tcp_cc_bbr : &tcp_cc_cubic;
 }
 
 int tcp_cc__by_name(const char *name)
@@ -65,5 +65,7 @@ int tcp_cc__by_name(const char *name)
         return TCP_CC_NEWRENO;
     if (!strcmp(name, "cubic"))
         return TCP_CC_CUBIC;
+    if (!strcmp(name, "bbr"))
+        return TCP_CC_BBR;
     return -ENOENT;
 }

@@ -140,6 +140,12 @@ struct tpair {
     unsigned drop_pct, dup_pct, reorder_pct;   /* per cent, per frame */
     slip_time_t delay, jitter;
     uint64_t dropped, duplicated, delivered, order;
+    /* A bottleneck (0: none): each direction serializes frames at rate_Bps bytes per second
+     * behind a drop-tail queue of qlimit bytes, then adds delay. */
+    uint64_t rate_Bps;
+    uint32_t qlimit;
+    slip_time_t link_free[2];       /* when each direction's link is idle again (to B, to A) */
+    uint64_t tail_drops;
 };
 
 static inline uint32_t t_rand(uint64_t *s)
@@ -210,6 +216,20 @@ static inline void tp_collect(struct tpair *p)
                 continue;
             }
             slip_time_t at = h->env.now + p->delay;
+            if (p->rate_Bps) {
+                be32 dst;
+                memcpy(&dst, pkt__data(&h->pool, use) + WIRE_ETH_HLEN + 16, 4);
+                int dir = dst == B_ADDR ? 0 : 1;
+                slip_time_t start = SLIP_MAX(h->env.now, p->link_free[dir]);
+                uint64_t queued = (uint64_t)(start - h->env.now) * p->rate_Bps / SLIP_SEC;
+                if (p->qlimit && queued > p->qlimit) {
+                    p->tail_drops++;
+                    pkt__free_chain(&h->pool, use);
+                    continue;
+                }
+                p->link_free[dir] = start + (slip_time_t)pkt__meta(&h->pool, use)->len * SLIP_SEC / p->rate_Bps;
+                at = p->link_free[dir] + p->delay;
+            }
             if (p->reorder_pct && t_rand(&p->rng) % 100 < p->reorder_pct)
                 at += (t_rand(&p->rng) % 4 + 1) * SLIP_MSEC;     /* overtaken by later frames */
             p->q[p->nq].pkt = use;
