@@ -28,7 +28,7 @@
     X(BUSY_POLL_BUDGET, INT, STACK, .min = 1, .max = 1024, .def = "64", \
       .doc = "SO_BUSY_POLL_BUDGET") \
     X(MAX_CONNS, INT, STACK, .min = 16, .max = 16777216, .def = "131072", \
-      .doc = "TCP connections one stack holds at once, listeners and TIME_WAIT included; memory grows with the connections in use (about 2.8 KiB each in the stack, plus the kernel socket behind each accepted fd), not with this number: it sizes address space only") \
+      .doc = "TCP connections one stack holds at once, listeners and TIME_WAIT included; memory grows with the connections in use (up to 4.9 KiB each in the stack, struct tcp_conn, plus the kernel socket behind each accepted fd), not with this number: it sizes address space only") \
     X(MAX_UDP, INT, STACK, .min = 16, .max = 4194304, .def = "8192", \
       .doc = "UDP sockets one stack holds at once (address space, not memory)") \
     X(TCP_CC, ENUM, STACK, .choices = "cubic,reno,bbr", .def = "cubic", \
