@@ -40,6 +40,15 @@ uint64_t tcp_bbr__max_bw(const struct tcp_conn *c)
     return c->cc.bbr.bw[0];
 }
 
+/* The filter's second and third samples move up one place (the third stays as it was). */
+static void bw_shift(struct tcp_bbr *b)
+{
+    b->bw[0] = b->bw[1];
+    b->bw_round[0] = b->bw_round[1];
+    b->bw[1] = b->bw[2];
+    b->bw_round[1] = b->bw_round[2];
+}
+
 /* §4.1.1.2: the maximum over the last BBR_BW_ROUNDS rounds, kept as three samples (the best,
  * and the best of later sub-windows in case it ages out), Kathleen Nichols' windowed filter. */
 static void bw_filter_update(struct tcp_bbr *b, uint32_t round, uint64_t v)
@@ -60,18 +69,11 @@ static void bw_filter_update(struct tcp_bbr *b, uint32_t round, uint64_t v)
     }
     if (round - b->bw_round[0] > BBR_BW_ROUNDS) {
         /* The best aged out: the next ones move up, the new sample fills the last place. */
-        b->bw[0] = b->bw[1];
-        b->bw_round[0] = b->bw_round[1];
-        b->bw[1] = b->bw[2];
-        b->bw_round[1] = b->bw_round[2];
+        bw_shift(b);
         b->bw[2] = v;
         b->bw_round[2] = round;
-        if (round - b->bw_round[0] > BBR_BW_ROUNDS) {
-            b->bw[0] = b->bw[1];
-            b->bw_round[0] = b->bw_round[1];
-            b->bw[1] = b->bw[2];
-            b->bw_round[1] = b->bw_round[2];
-        }
+        if (round - b->bw_round[0] > BBR_BW_ROUNDS)
+            bw_shift(b);
     } else if (b->bw_round[1] == b->bw_round[0] && round - b->bw_round[1] > BBR_BW_ROUNDS / 4) {
         b->bw[1] = b->bw[2] = v;        /* a quarter of the window passed: a fresh second best */
         b->bw_round[1] = b->bw_round[2] = round;
