@@ -40,21 +40,27 @@ static void pseg(struct cf *s, uint8_t flags, uint32_t seq, uint32_t ack, const 
 
 static struct tcp_conn *C(struct cf *s) { return tcp_conn__get(s->sh, s->c); }
 
-/* LISTEN, the peer's SYN with MSS mss and window scale 7 (no timestamps), our SYN-ACK, the
- * peer's ACK (window win << 7). With accept, s->c is the accepted connection. */
-static void cf_handshake(struct cf *s, uint16_t mss, uint16_t win, bool accept)
+/* LISTEN on port 80, the peer's SYN from 5555 (sequence seq, window win, options opts): our
+ * SYN-ACK goes to *o, s->iss and s->pseq (seq + 1) are set, and nothing sent stays captured. */
+static void cf_listen_syn(struct cf *s, uint32_t seq, uint16_t win, struct wire_tcp_opts opts, struct tout *o)
 {
     s->l = tcp_conn__open(s->sh);
     CHECK(s->l, >=, 0);
     CHECK(tcp_conn__listen(s->sh, (slip_idx_t)s->l, 0, 80, 8), ==, 0);
-    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 65535,
-                        .opts = t_synopts(mss, 7, true, false, 0) };
+    struct tseg syn = { .sport = 5555, .dport = 80, .seq = seq, .flags = WIRE_TCP_SYN, .win = win, .opts = opts };
     t_feed(&s->h, s->sh, &syn);
-    struct tout o;
-    CHECK(t_last(&s->h, &o), ==, true);
-    s->iss = o.th.seq;
-    s->pseq = 1001;
+    CHECK(t_last(&s->h, o), ==, true);
+    s->iss = o->th.seq;
+    s->pseq = seq + 1;
     h_free_sent(&s->h);
+}
+
+/* LISTEN, the peer's SYN with MSS mss and window scale 7 (no timestamps), our SYN-ACK, the
+ * peer's ACK (window win << 7). With accept, s->c is the accepted connection. */
+static void cf_handshake(struct cf *s, uint16_t mss, uint16_t win, bool accept)
+{
+    struct tout o;
+    cf_listen_syn(s, 1000, 65535, t_synopts(mss, 7, true, false, 0), &o);
     pseg(s, WIRE_TCP_ACK, s->pseq, s->iss + 1, NULL, 0, win);
     if (accept) {
         int c = tcp_conn__accept(s->sh, (slip_idx_t)s->l);
@@ -667,17 +673,9 @@ TEST(test_read_sends_no_window_update_that_moves_nothing)
 {
     struct cf s;
     cf_init(&s);
-    s.l = tcp_conn__open(s.sh);
-    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
-    struct tseg syn = { .sport = 5555, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 20000,
-                        .opts = t_synopts(1000, -1, true, false, 0) };
-    t_feed(&s.h, s.sh, &syn);
     struct tout o;
-    CHECK(t_last(&s.h, &o), ==, true);
+    cf_listen_syn(&s, 1000, 20000, t_synopts(1000, -1, true, false, 0), &o);
     CHECK(o.th.opts.has_wscale, ==, false);
-    s.iss = o.th.seq;
-    s.pseq = 1001;
-    h_free_sent(&s.h);
     pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 20000);
     int c = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
     CHECK(c, >=, 0);
@@ -698,8 +696,8 @@ TEST(test_read_sends_no_window_update_that_moves_nothing)
     /* Scaled, an 8192-byte buffer: 5000 bytes held leave 3192 offered, under half; reading
      * them moves the edge by 5000, and the update goes. */
     CHECK(tcp_conn__setopt(s.env, s.sh, (slip_idx_t)s.l, TCPO_RCVBUF, 8192), ==, 0);
-    syn.sport = 5556;
-    syn.opts = t_synopts(1000, 7, true, false, 0);
+    struct tseg syn = { .sport = 5556, .dport = 80, .seq = 1000, .flags = WIRE_TCP_SYN, .win = 20000,
+                        .opts = t_synopts(1000, 7, true, false, 0) };
     t_feed(&s.h, s.sh, &syn);
     CHECK(t_last(&s.h, &o), ==, true);
     CHECK(o.th.opts.has_wscale, ==, true);
@@ -735,17 +733,11 @@ TEST(test_invalid_ack_does_not_set_ts_recent)
 {
     struct cf s;
     cf_init(&s);
-    s.l = tcp_conn__open(s.sh);
-    CHECK(tcp_conn__listen(s.sh, (slip_idx_t)s.l, 0, 80, 8), ==, 0);
-    struct tseg t = { .sport = 5555, .dport = 80, .seq = 0, .flags = WIRE_TCP_SYN, .win = 20000,
-                      .opts = t_synopts(1000, -1, true, true, 100) };
-    t_feed(&s.h, s.sh, &t);
     struct tout o;
-    CHECK(t_last(&s.h, &o), ==, true);
+    cf_listen_syn(&s, 0, 20000, t_synopts(1000, -1, true, true, 100), &o);
     CHECK(o.th.opts.has_ts, ==, true);
-    uint32_t iss = o.th.seq, ours = o.th.opts.tsval;
-    h_free_sent(&s.h);
-    memset(&t.opts, 0, sizeof(t.opts));
+    uint32_t iss = s.iss, ours = o.th.opts.tsval;
+    struct tseg t = { .sport = 5555, .dport = 80, .win = 20000 };
     t.opts.has_ts = true;
     t.opts.tsecr = ours;
     t.seq = 1;
