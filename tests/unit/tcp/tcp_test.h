@@ -295,6 +295,20 @@ static inline void tp_step(struct tpair *p)
     tp_collect(p);
 }
 
+/* Runs the pair until B's listener has accepted A's connection c (connect() already called)
+ * and c is ESTABLISHED: returns the accepted connection, or -EAGAIN if that never came. */
+static inline int tp_establish(struct tpair *p, int listener, slip_idx_t c)
+{
+    int acc = -EAGAIN;
+    for (int i = 0; i < 100000 && acc < 0; i++) {
+        tp_step(p);
+        acc = tcp_conn__accept(p->b, (slip_idx_t)listener);
+    }
+    for (int i = 0; i < 100000 && tcp_conn__get(p->a, c)->state != TCPS_ESTABLISHED; i++)
+        tp_step(p);
+    return acc;
+}
+
 static inline void tp_fini(struct tpair *p)
 {
     for (unsigned j = 0; j < p->nq; j++)

@@ -158,13 +158,7 @@ static bool open_pair(struct tpair *p, int cc, slip_idx_t *ac, slip_idx_t *bc)
     tcp_conn__setopt(env, p->a, (slip_idx_t)c, TCPO_SNDBUF, BUF_SND);
     tcp_conn__setopt(env, p->a, (slip_idx_t)c, TCPO_CONGESTION, cc);
     CHECK(tcp_conn__connect(env, p->a, (slip_idx_t)c, US, 40000, B_ADDR, 80), ==, -EINPROGRESS);
-    int acc = -EAGAIN;
-    for (int i = 0; i < 100000 && acc < 0; i++) {
-        tp_step(p);
-        acc = tcp_conn__accept(p->b, (slip_idx_t)l);
-    }
-    for (int i = 0; i < 100000 && tcp_conn__get(p->a, (slip_idx_t)c)->state != TCPS_ESTABLISHED; i++)
-        tp_step(p);
+    int acc = tp_establish(p, l, (slip_idx_t)c);
     CHECK(acc, >=, 0);
     *ac = (slip_idx_t)c;
     *bc = (slip_idx_t)acc;

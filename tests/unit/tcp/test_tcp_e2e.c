@@ -51,13 +51,7 @@ static bool connect_pair(struct tpair *p, int listener, uint16_t lport, slip_idx
     tcp_conn__setopt(env, p->a, (slip_idx_t)c, TCPO_RCVBUF, BUF);
     tcp_conn__setopt(env, p->a, (slip_idx_t)c, TCPO_SNDBUF, BUF);
     CHECK(tcp_conn__connect(env, p->a, (slip_idx_t)c, US, lport, B_ADDR, 80), ==, -EINPROGRESS);
-    int acc = -EAGAIN;
-    for (int i = 0; i < 100000 && acc < 0; i++) {
-        tp_step(p);
-        acc = tcp_conn__accept(p->b, (slip_idx_t)listener);
-    }
-    for (int i = 0; i < 100000 && tcp_conn__get(p->a, (slip_idx_t)c)->state != TCPS_ESTABLISHED; i++)
-        tp_step(p);
+    int acc = tp_establish(p, listener, (slip_idx_t)c);
     CHECK(acc, >=, 0);
     CHECK(tcp_conn__get(p->a, (slip_idx_t)c)->state, ==, TCPS_ESTABLISHED);
     *ac = (slip_idx_t)c;

@@ -18,13 +18,7 @@ static bool connect_pair(struct tpair *p, int listener, slip_idx_t *ac, slip_idx
     int c = tcp_conn__open(p->a);
     tcp_conn__setopt(env, p->a, (slip_idx_t)c, TCPO_SNDBUF, BUF);
     CHECK(tcp_conn__connect(env, p->a, (slip_idx_t)c, US, 40000, B_ADDR, 80), ==, -EINPROGRESS);
-    int acc = -EAGAIN;
-    for (int i = 0; i < 100000 && acc < 0; i++) {
-        tp_step(p);
-        acc = tcp_conn__accept(p->b, (slip_idx_t)listener);
-    }
-    for (int i = 0; i < 100000 && tcp_conn__get(p->a, (slip_idx_t)c)->state != TCPS_ESTABLISHED; i++)
-        tp_step(p);
+    int acc = tp_establish(p, listener, (slip_idx_t)c);
     CHECK(acc, >=, 0);
     *ac = (slip_idx_t)c;
     *bc = (slip_idx_t)acc;
