@@ -341,6 +341,16 @@ static void quickack_enter(struct tcp_conn *c)
         c->quickacks = n;
 }
 
+/* RFC 2883 §4.1.1: text of s that lies below RCV.NXT arrived before; that part is reported as a
+ * D-SACK in the next ACK. Returns whether s carried any. */
+static bool old_duplicate(struct tcp_conn *c, const struct tcp_seg *s)
+{
+    if (!s->len || !seq_lt(s->seq, c->rcv_nxt))
+        return false;
+    tcp_sack__dup(c, s->seq, seq_min(s->seq + s->len, c->rcv_nxt));
+    return true;
+}
+
 static void delack_account(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t len)
 {
     if (len > c->rcv_mss)
@@ -655,8 +665,7 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     /* RFC 7323 §5.3 PAWS: a timestamp older than TS.Recent marks an old duplicate. */
     if ((c->flags & TCPF_TS_OK) && o->has_ts && !(s->flags & WIRE_TCP_RST) && seq_lt(o->tsval, c->ts_recent)) {
         sh->c.paws_drops++;
-        if (s->len && seq_lt(s->seq, c->rcv_nxt))   /* as an old duplicate below */
-            tcp_sack__dup(c, s->seq, seq_lt(s->seq + s->len, c->rcv_nxt) ? s->seq + s->len : c->rcv_nxt);
+        old_duplicate(c, s);
         tcp_output__ack(env, sh, c);
         return;
     }
@@ -675,10 +684,8 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         ok = true;
     if (!ok) {
         sh->c.out_of_window++;
-        if (s->len && seq_lt(s->seq, c->rcv_nxt)) {   /* an old duplicate (RFC 2883 §4.1) */
-            tcp_sack__dup(c, s->seq, seq_lt(s->seq + s->len, c->rcv_nxt) ? s->seq + s->len : c->rcv_nxt);
+        if (old_duplicate(c, s))
             quickack_enter(c);
-        }
         if (!(s->flags & WIRE_TCP_RST)) {
             if (c->state == TCPS_TIME_WAIT && (s->flags & WIRE_TCP_FIN))
                 tcp_timer__set(sh, c, TT_2MSL, env->now + TCP_TIMEWAIT_LEN);
@@ -694,9 +701,9 @@ static void input_other(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     if (seq_lt(s->seq, c->rcv_nxt)) {
         uint32_t delta = c->rcv_nxt - s->seq;
         uint32_t cut = SLIP_MIN(delta, s->len);
-        if (cut) {
-            tcp_sack__dup(c, s->seq, s->seq + cut);    /* RFC 2883 §4.1.1: its part received before */
+        if (old_duplicate(c, s))
             quickack_enter(c);
+        if (cut) {
             uint32_t freed = 0;
             s->pkt = tcp_pkt__trim_front(env->pool, s->pkt, cut, &freed);
             s->len -= cut;
