@@ -376,8 +376,7 @@ void slip_stack__exit(struct slip_stack *s, int linger_ms, void (*tick)(struct s
      * final reply and close would die with the stack (test_tx_defer). */
     slip_stack__tx_defer(s, false);
     stack_lock(s);
-    uncork_all(s);
-    ip_output__flush(&s->env);
+    tx_done(s);                 /* not deferring any more: kicks now */
     stack_unlock(s);
     if (s->proc >= 0) {
         proc_release_slot(s, s->proc);
