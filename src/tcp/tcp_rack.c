@@ -56,30 +56,56 @@ static void coalesce(struct tcp_conn *c)
     c->ntxr = (uint16_t)k;
 }
 
-/* Makes room for one record. When lossless merging is not enough the two oldest records become
- * one with the later send time: loss of that range is then detected later (or by the RTO),
- * never sooner than it should be. */
-static void make_room(struct tcp_conn *c)
+/* Merges record i+1 into record i. The later send time goes with that send's rate snapshot:
+ * loss of the merged range is then detected later (or by the RTO), never sooner. */
+static void merge_next(struct tcp_conn *c, unsigned i)
 {
-    if (c->ntxr < TCP_TXMAP_MAX)
-        return;
-    coalesce(c);
-    if (c->ntxr < TCP_TXMAP_MAX)
-        return;
-    struct tcp_txrec *a = &c->txr[0], *b = &c->txr[1];
+    struct tcp_txrec *a = &c->txr[i], *b = &c->txr[i + 1];
     a->end = b->end;
     uint32_t app = (tdiff(b->xmit_us, a->xmit_us) > 0 ? b->flags : a->flags) & TXR_APP_LTD;
     if (tdiff(b->xmit_us, a->xmit_us) > 0) {
-        /* The later send time goes with that send's rate snapshot. */
         a->xmit_us = b->xmit_us;
         a->rs_delivered = b->rs_delivered;
         a->rs_delivered_us = b->rs_delivered_us;
         a->rs_first_tx_us = b->rs_first_tx_us;
     }
     a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED)) | app;
-    for (unsigned j = 2; j < c->ntxr; j++)
+    for (unsigned j = i + 2; j < c->ntxr; j++)
         c->txr[j - 1] = c->txr[j];
     c->ntxr--;
+}
+
+/* Makes room for n more records (n <= 2), before any split: a merge between the two splits of
+ * one range could undo the first (the pieces agree and have the same time). Lossless merging
+ * first. When that is not enough, the neighbours in the same loss state (both marked lost or
+ * both not, both resent or both not) whose send times are nearest merge: that only delays when
+ * the earlier of them may be judged lost. Records in different states merge only when no pair
+ * agrees (the two oldest): merging a range marked lost into one that is not unmarks it, and
+ * with a window of many times TCP_TXMAP_MAX segments after an RTO (every range marked lost,
+ * each resend splitting one) merging the oldest pair unmarked the lost ranges one by one and
+ * left recovery to the RTO. */
+static void reserve(struct tcp_conn *c, unsigned n)
+{
+    if (c->ntxr + n <= TCP_TXMAP_MAX)
+        return;
+    coalesce(c);
+    const uint32_t state = TXR_LOST | TXR_MARKED | TXR_RETRANS;
+    while (c->ntxr + n > TCP_TXMAP_MAX) {
+        unsigned best = 0;
+        uint32_t best_gap = UINT32_MAX;
+        for (unsigned i = 0; i + 1 < c->ntxr; i++) {
+            const struct tcp_txrec *a = &c->txr[i], *b = &c->txr[i + 1];
+            if ((a->flags & state) != (b->flags & state))
+                continue;
+            int32_t d = tdiff(b->xmit_us, a->xmit_us);
+            uint32_t gap = d < 0 ? (uint32_t)-(int64_t)d : (uint32_t)d;
+            if (gap < best_gap) {
+                best_gap = gap;
+                best = i;
+            }
+        }
+        merge_next(c, best);
+    }
 }
 
 /* Splits the record holding seq so that one starts at seq; false when there was no room. */
@@ -89,10 +115,8 @@ static bool split_at(struct tcp_conn *c, uint32_t seq)
         struct tcp_txrec *r = &c->txr[i];
         if (!seq_lt(r->start, seq) || !seq_lt(seq, r->end))
             continue;
-        if (c->ntxr == TCP_TXMAP_MAX) {
-            make_room(c);
-            return split_at(c, seq);
-        }
+        if (c->ntxr == TCP_TXMAP_MAX)
+            return false;       /* the caller reserves room first */
         for (unsigned j = c->ntxr; j > i + 1; j--)
             c->txr[j] = c->txr[j - 1];
         c->ntxr++;
@@ -118,6 +142,7 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
     if (c->ntxr && seq_lt(seq, tail)) {
         /* A retransmission: the range gets the new send time and loses its LOST mark. */
         uint32_t re = seq_min(end, tail);
+        reserve(c, 2);
         split_at(c, seq);
         split_at(c, re);
         for (unsigned i = 0; i < c->ntxr; i++) {
@@ -142,7 +167,7 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
         last->end = end;
         return;
     }
-    make_room(c);
+    reserve(c, 1);
     snap.start = seq;
     snap.end = end;
     snap.xmit_us = t;
@@ -166,6 +191,7 @@ void tcp_rack__trim(struct tcp_conn *c)
 /* Marks [s, e) lost (records not already lost); returns unSACKed bytes newly marked. */
 static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_retrans)
 {
+    reserve(c, 2);
     split_at(c, s);
     split_at(c, e);
     uint32_t n = 0;
