@@ -51,9 +51,15 @@ int slip_tcp__copy_listener(struct slip_stack *from, int fsock, struct slip_stac
     if (sock < 0)
         return sock;
     stack_lock(to);
-    for (unsigned i = 0; i < NCOPIED; i++)
+    for (unsigned i = 0; i < NCOPIED; i++) {
+        /* A buffer size is copied only when the application set it: setting it locks it, and
+         * the copy's buffers autotune like the parent's. */
+        if ((copied_opts[i] == TCPO_SNDBUF && !(lp.buf_lock & TCP_LOCK_SND)) ||
+            (copied_opts[i] == TCPO_RCVBUF && !(lp.buf_lock & TCP_LOCK_RCV)))
+            continue;
         if (have[i])
             tcp_conn__setopt(&to->env, to->tcp, (slip_idx_t)sock, copied_opts[i], vals[i]);
+    }
     /* None set: the route and the peer's MSS decide, as for the parent's own connections
      * (copying the 536 made every connection of a worker's stack send 524-byte segments). */
     if (lp.user_mss)

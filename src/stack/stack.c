@@ -391,6 +391,20 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
             s->tcp->ecn = (uint8_t)v;
         if (f)
             fclose(f);
+        /* Buffer autotuning's ceilings and switch, as this namespace's TCP has them (tcp_buf.c). */
+        uint32_t lo, mid, hi;
+        if ((f = fopen("/proc/sys/net/ipv4/tcp_wmem", "re")) && fscanf(f, "%u %u %u", &lo, &mid, &hi) == 3)
+            s->tcp->wmem_max = hi;
+        if (f)
+            fclose(f);
+        if ((f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re")) && fscanf(f, "%u %u %u", &lo, &mid, &hi) == 3)
+            s->tcp->rmem_max = hi;
+        if (f)
+            fclose(f);
+        if ((f = fopen("/proc/sys/net/ipv4/tcp_moderate_rcvbuf", "re")) && fscanf(f, "%d", &v) == 1)
+            s->tcp->moderate_rcvbuf = v ? 2 : 1;
+        if (f)
+            fclose(f);
     }
 
     rc = ctl__open(&s->ctl, s->ctl_t);

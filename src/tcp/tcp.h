@@ -21,10 +21,15 @@
 #define TCP_HASH_MIN       64              /* 4-tuple buckets at least (power of two); see tcp_shared__bytes */
 #define TCP_LHASH_BUCKETS  256             /* listener buckets, by local port */
 #define TCP_FOLD6_SLOTS    16              /* IPv6 address folds remembered (power of two) */
-#define TCP_SNDBUF_DEFAULT (256 * 1024)    /* fixed default, see docs/COMPLIANCE-tcp.md */
+#define TCP_SNDBUF_DEFAULT (256 * 1024)    /* where a buffer starts; autotuning grows it (tcp_buf.c) */
 #define TCP_RCVBUF_DEFAULT (256 * 1024)
 #define TCP_BUF_MIN        4096
-#define TCP_BUF_MAX        (6 * 1024 * 1024)
+#define TCP_BUF_MAX        (6 * 1024 * 1024)  /* most SO_SNDBUF/SO_RCVBUF take */
+#define TCP_WMEM_MAX_DEFAULT (4 * 1024 * 1024) /* Linux net.ipv4.tcp_wmem[2], if unreadable */
+#define TCP_RMEM_MAX_DEFAULT (6 * 1024 * 1024) /* Linux net.ipv4.tcp_rmem[2], if unreadable */
+#define TCP_BUF_AUTO_LIMIT (32 * 1024 * 1024) /* autotuning's ceiling, whatever the sysctls say */
+#define TCP_LOCK_SND       0x1             /* buf_lock: SO_SNDBUF was set (Linux SOCK_SNDBUF_LOCK) */
+#define TCP_LOCK_RCV       0x2             /* buf_lock: SO_RCVBUF was set (Linux SOCK_RCVBUF_LOCK) */
 #define TCP_MSS_NO_OPTION    536             /* RFC 9293 §3.7.1 when the peer sends no MSS option */
 #define TCP_MSS_MIN        88              /* Linux TCP_MIN_MSS */
 #define TCP_INIT_CWND      10              /* segments, RFC 6928 (as Linux) */
@@ -201,6 +206,7 @@ struct tcp_conn {
     uint8_t cwnd_limited;
     uint8_t in_send;          /* tcp_send__queued's output runs: MSG_MORE holds only then */
     uint8_t sndbuf_full;      /* a send found too little room (Linux SOCK_NOSPACE): TCP_INFO */
+    uint8_t buf_lock;         /* TCP_LOCK_*: the application sized a buffer, no autotuning */
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;
@@ -212,6 +218,11 @@ struct tcp_conn {
     /* Receive side. */
     uint32_t irs, rcv_nxt, rcv_adv, rcv_fin_seq;
     uint32_t rcvbuf;
+    /* Receive-buffer autotuning (tcp_buf.c, Linux's dynamic right-sizing): the receiver's RTT
+     * estimate, the window-edge measurement behind it, and what the application read in the
+     * current measurement interval. */
+    slip_time_t rcv_rtt, rcv_rtt_time, rcvq_time;
+    uint32_t rcv_rtt_seq, rcvq_seq, rcvq_space;
     struct pkt_queue rcvq;    /* in order; each head's meta.total = payload bytes of that entry */
     uint32_t rcv_frames;      /* buffers held by rcvq + ooo */
     slip_idx_t ooo_head;      /* out of order: heads sorted by seq, linked by meta.next */
@@ -329,6 +340,8 @@ struct tcp_shared {
     uint8_t default_cc;
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
     uint8_t ecn;              /* net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept (default) */
+    uint8_t moderate_rcvbuf;  /* net.ipv4.tcp_moderate_rcvbuf + 1 (0: not read, taken as on) */
+    uint32_t wmem_max, rmem_max;  /* net.ipv4.tcp_wmem[2], tcp_rmem[2] (0: not read); bounded on use */
     uint32_t hash_mask;       /* 4-tuple buckets - 1; the buckets follow conns[max_conns] */
     uint32_t tw_entered;      /* connections that entered TIME_WAIT so far ... */
     uint32_t tw_full_seen;    /* ... when a full table last found none to recycle (+1; 0 never) */

@@ -265,6 +265,8 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         sh->c.bbr_acks++;
     }
     tcp_ecn__ack_in(env, sh, c, s);     /* after recovery's decision: it takes precedence */
+    if (c->sndbuf_full && c->snd_una != old_una)
+        tcp_buf__snd_expand(env, sh, c);    /* after cwnd's update for this ACK */
 
     /* RFC 9293 §3.10.7.4: update the send window from the newest segment only. */
     if (seq_lt(c->snd_wl1, s->seq) || (c->snd_wl1 == s->seq && seq_leq(c->snd_wl2, ack))) {
@@ -408,6 +410,7 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         s->pkt = SLIP_NIL;
         c->rcv_nxt += s->len;
         c->st.bytes_in += s->len;
+        tcp_buf__rcv_rtt(c, env->now);
         if (c->ooo_head != SLIP_NIL) {
             /* RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole. */
             tcp_reass__pull(env, c);

@@ -202,6 +202,7 @@ ssize_t tcp_conn__recv(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
         n += pkt__chain_copy(env->pool, h, 0, dst + n, len - n);
     if (!(flags & TCP_RECV_PEEK)) {
         rcvq_consume(env->pool, c, (uint32_t)n);
+        tcp_buf__rcv_space(env, sh, c);
         maybe_window_update(env, sh, c);
     }
     return (ssize_t)n;

@@ -19,11 +19,15 @@ int tcp_conn__open(struct tcp_shared *sh)
     return i;
 }
 
-/* RFC 7323 §2.2: the smallest shift that lets the largest buffer we may offer fit 16 bits. */
-uint8_t tcp_conn__wscale(uint32_t rcvbuf)
+/* RFC 7323 §2.2: the smallest shift that lets the largest buffer we may offer fit 16 bits: the
+ * buffer autotuning may grow to, or the one the application set (Linux tcp_select_initial_window
+ * likewise starts from tcp_rmem[2] unless SO_RCVBUF locked the buffer). */
+uint8_t tcp_conn__wscale(const struct tcp_shared *sh, const struct tcp_conn *c)
 {
     uint8_t s = 0;
-    uint32_t max = SLIP_MAX(rcvbuf, (uint32_t)TCP_RCVBUF_DEFAULT);
+    uint32_t max = SLIP_MAX(c->rcvbuf, (uint32_t)TCP_RCVBUF_DEFAULT);
+    if (tcp_buf__rcv_auto(sh, c))
+        max = SLIP_MAX(max, tcp_buf__rcv_max(sh));
     while (s < 14 && (max >> s) > 65535)
         s++;
     return s;
@@ -43,7 +47,8 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     c->ntxr = 0;                /* RACK state starts afresh (TIME-WAIT reuse keeps the slot) */
     c->rack_flags = 0;
     c->tlp_state = 0;
-    c->rcv_wscale = tcp_conn__wscale(c->rcvbuf);
+    c->rcv_wscale = tcp_conn__wscale(sh, c);
+    c->rcv_rtt = c->rcv_rtt_time = c->rcvq_time = 0;   /* autotuning measures afresh */
     c->ts_offset = tcp_ts_offset(sh, c->laddr, c->lport, c->raddr, c->rport);
     c->quickacks = TCP_QUICKACKS;
 }
@@ -150,6 +155,7 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->flags |= TCPF_PASSIVE;
     c->sndbuf = l->sndbuf;
     c->rcvbuf = l->rcvbuf;
+    c->buf_lock = l->buf_lock;
     c->keepidle = l->keepidle;
     c->keepintvl = l->keepintvl;
     c->keepcnt = l->keepcnt;

@@ -267,6 +267,7 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
     memset(&tmp, 0, sizeof(tmp));
     tcp_seg__name(&tmp, s);
     tmp.rcvbuf = l->rcvbuf;
+    tmp.buf_lock = l->buf_lock;
     tmp.user_mss = l->user_mss;
     tmp.tclass = l->tclass;
     tmp.hops = l->hops;
@@ -276,7 +277,7 @@ void tcp_output__synack_cookie(struct ip_env *env, struct tcp_shared *sh, const 
     const struct wire_tcp_opts *o = &s->th.opts;
     if (o->has_wscale) {
         tmp.flags |= TCPF_WS_OK;
-        tmp.rcv_wscale = tcp_conn__wscale(l->rcvbuf);
+        tmp.rcv_wscale = tcp_conn__wscale(sh, &tmp);
     }
     if (o->has_ts) {
         tmp.flags |= TCPF_TS_OK;

@@ -98,6 +98,7 @@ struct tcp_listen_params {
     uint16_t lport, user_mss;
     struct wire_ipv6_addr laddr6;
     uint32_t scope, backlog;
+    uint8_t buf_lock;         /* TCP_LOCK_*: which buffer sizes the application set */
 };
 static inline void tcp_conn__listen_params(const struct tcp_shared *sh, slip_idx_t c, struct tcp_listen_params *p)
 {
@@ -111,6 +112,7 @@ static inline void tcp_conn__listen_params(const struct tcp_shared *sh, slip_idx
     p->laddr6 = k->laddr6;
     p->scope = k->scope;
     p->backlog = k->backlog;
+    p->buf_lock = k->buf_lock;
 }
 
 /* Slots [0, high) were ever used: a scan over the connections stops there. */

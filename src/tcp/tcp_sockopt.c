@@ -66,10 +66,14 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
     case TCPO_RCVBUF:
     case TCPO_SNDBUF: {
         uint32_t v = (uint32_t)SLIP_MIN(SLIP_MAX(val, TCP_BUF_MIN), TCP_BUF_MAX);
-        if (opt == TCPO_RCVBUF)
+        /* As Linux's SOCK_*BUF_LOCK: a size the application chose is not autotuned. */
+        if (opt == TCPO_RCVBUF) {
             c->rcvbuf = v;
-        else
+            c->buf_lock |= TCP_LOCK_RCV;
+        } else {
             c->sndbuf = v;
+            c->buf_lock |= TCP_LOCK_SND;
+        }
         return 0;
     }
     case TCPO_MAXSEG:

@@ -63,7 +63,7 @@ void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
 void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c);
 /* Our window scale for a receive buffer (RFC 7323 §2.2); a listener's children and SYN cookies
  * must agree on it. */
-uint8_t tcp_conn__wscale(uint32_t rcvbuf);
+uint8_t tcp_conn__wscale(const struct tcp_shared *sh, const struct tcp_conn *c);
 /* A SYN (or cookie ACK) s on listener l: a child in SYN_RECEIVED with ISS iss, named by s's
  * addresses in s's family; its index or -EMFILE. */
 int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *l, const struct tcp_seg *s,
@@ -195,6 +195,18 @@ uint32_t tcp_pkt__trim_back(struct pkt_pool *pool, slip_idx_t pkt, uint32_t n);
 uint32_t tcp_pkt__nbufs(const struct pkt_pool *pool, slip_idx_t pkt);
 /* Frames a connection may hold for received data (in order and out of order). */
 static inline uint32_t tcp_rcv_frames_max(const struct tcp_conn *c) { return c->rcvbuf / 512 + 64; }
+
+/* tcp_buf.c: buffer autotuning (Linux tcp_sndbuf_expand, dynamic right-sizing) */
+/* The most the receive buffer may grow to (net.ipv4.tcp_rmem[2], bounded). */
+uint32_t tcp_buf__rcv_max(const struct tcp_shared *sh);
+/* Whether the receive buffer is autotuned: SO_RCVBUF not set, tcp_moderate_rcvbuf not 0. */
+bool tcp_buf__rcv_auto(const struct tcp_shared *sh, const struct tcp_conn *c);
+/* An ACK freed room after a writer found the send buffer full: grow it to twice cwnd. */
+void tcp_buf__snd_expand(const struct ip_env *env, const struct tcp_shared *sh, struct tcp_conn *c);
+/* An in-order data segment arrived: the receiver's RTT estimate. */
+void tcp_buf__rcv_rtt(struct tcp_conn *c, slip_time_t now);
+/* The application read: grow the receive buffer to what it reads per RTT. */
+void tcp_buf__rcv_space(const struct ip_env *env, const struct tcp_shared *sh, struct tcp_conn *c);
 
 /* tcp_sack.c */
 /* Receiver: records a newly received out-of-order block for the SACK option (RFC 2018 §4). */

@@ -20,7 +20,9 @@
 #include "wire/ipv4.h"
 #include "wire/udp.h"
 
-#define H_NFRAMES 512
+#ifndef H_NFRAMES
+#define H_NFRAMES 512           /* a test may define more before including this */
+#endif
 #define H_FRAME   2048
 #define H_IFINDEX 2
 
