@@ -28,7 +28,8 @@ SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the re
 
 Receiver side (a second table): the same loss rates and RTTs, a kernel CUBIC sender in a to a
 receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
-check), same bytes; the sender's retransmissions and RTO expiries (nstat in a) show how well each
+check), same bytes (SLIP_LOSS_RECV_CC=bbr: a kernel BBR sender instead, whose window at 50 ms
+outgrows a fixed 256 KiB receive buffer); the sender's retransmissions and RTO expiries (nstat in a) show how well each
 receiver's ACKs (SACK, D-SACK, immediate ACKs for holes) let the same sender recover.
 """
 
@@ -46,6 +47,8 @@ ROUNDS = int(os.environ.get("SLIP_LOSS_ROUNDS", "1"))
 # its stdin) or "pipe" (tcp_bulk gen | tcp_tool, a third process during the transfer, as
 # test_tcp.py does; the tables before 2026-11-24's fourth session were taken this way).
 FEED = os.environ.get("SLIP_LOSS_FEED", "file")
+# The kernel sender's algorithm in the receiver-side table (SLIP_LOSS_RECV_CC, default cubic).
+RECV_CC = os.environ.get("SLIP_LOSS_RECV_CC", "cubic")
 
 
 def log(msg):
@@ -177,7 +180,7 @@ def recv_point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
             seed = 200 + i
             for name, stack, runs in (("kernel receiver", False, k_runs), ("stack receiver ", True, s_runs)):
                 t0 = time.monotonic()
-                x = recv_side(tcp, tb, tool, nbytes, seed, stack)
+                x = recv_side(tcp, tb, tool, nbytes, seed, stack, RECV_CC)
                 log(f"{pct}% {rtt_ms} ms receive {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
                 runs.append(x)
     finally:
@@ -288,7 +291,7 @@ def run(repo, build_dir, quick=False, prefix="slb"):
         rrows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
                      f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
                      f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} |" + ("" if ok else " FAILED |"))
-    rhead = (f"\na -> b (kernel CUBIC sender), receiver side: the kernel's receiver or the stack's in b, "
+    rhead = (f"\na -> b (kernel {RECV_CC.upper()} sender), receiver side: the kernel's receiver or the stack's in b, "
              f"median of {ROUNDS} run(s)\n\n"
              "| loss each way | RTT | MiB | kernel receiver MiB/s | slipstream receiver MiB/s | ratio | "
              "sender retransmits (kernel rcv / slip rcv) | sender RTO expiries (kernel rcv / slip rcv) |\n"

@@ -48,9 +48,9 @@
 #define TCP_KEEPINTVL_DEFAULT      75
 #define TCP_KEEPCNT_DEFAULT        9
 #define TCP_SYNQ_MAX       256             /* bound of half-open children per listener */
-#define TCP_SACK_MAX       16              /* scoreboard blocks (sender side) */
-#define TCP_TXMAP_MAX      128             /* transmit-time records for RACK (sender side) */
-#define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held per connection */
+#define TCP_SACK_MAX       32              /* scoreboard blocks (sender side) */
+#define TCP_TXMAP_MAX      256             /* transmit-time records for RACK (sender side) */
+#define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held, at least (tcp_ooo_segs_max) */
 #define TCP_CHALLENGE_ACK_LIMIT 1000       /* per second per tcp_shared (RFC 5961 §7) */
 
 /* Connection flags (struct tcp_conn.flags). */
@@ -226,6 +226,7 @@ struct tcp_conn {
     struct pkt_queue rcvq;    /* in order; each head's meta.total = payload bytes of that entry */
     uint32_t rcv_frames;      /* buffers held by rcvq + ooo */
     slip_idx_t ooo_head;      /* out of order: heads sorted by seq, linked by meta.next */
+    slip_idx_t ooo_tail;      /* its last entry when known, else SLIP_NIL (an append skips the walk) */
     uint32_t ooo_bytes, ooo_segs;
     uint32_t rcv_unacked;     /* bytes received since the last ACK we sent */
     uint32_t quickacks;

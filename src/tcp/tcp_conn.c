@@ -244,7 +244,7 @@ static void conn_reset_fields(struct tcp_conn *c)
     c->state = TCPS_CLOSED;
     c->hnext = c->parent = c->qnext = c->wnext = SLIP_NIL;
     c->acceptq_head = c->acceptq_tail = SLIP_NIL;
-    c->ooo_head = SLIP_NIL;
+    c->ooo_head = c->ooo_tail = SLIP_NIL;
     pkt_queue__init(&c->sndq);
     pkt_queue__init(&c->rcvq);
     for (int k = 0; k < TT_NTIMERS; k++)

@@ -2,8 +2,10 @@
  * frames it arrived in; headers are trimmed by moving pkt_meta.off/len. Out-of-order entries are
  * kept sorted by sequence number, with overlaps cut from the newcomer (old data wins, as in
  * RFC 9293 §3.10.7.4 "seventh"); their sequence number is kept in meta.addr (host order) and
- * their length in meta.total. Memory is bounded by RCVBUF bytes, TCP_OOO_MAX_SEGS segments and
- * tcp_rcv_frames_max() frames; tiny in-order segments are copied into the tail buffer so a peer
+ * their length in meta.total. Memory is bounded by RCVBUF bytes, tcp_ooo_segs_max() segments and
+ * tcp_rcv_frames_max() frames. The usual newcomer lies past everything held (the sender goes on
+ * while a hole waits): ooo_tail, the last entry, lets it skip the walk. Every removal of that
+ * entry clears the hint; tiny in-order segments are copied into the tail buffer so a peer
  * cannot pin a frame per byte. */
 #include <string.h>
 
@@ -104,6 +106,8 @@ static void ooo_unlink_free(struct pkt_pool *pool, struct tcp_conn *c, slip_idx_
     slip_idx_t e = *pp;
     struct pkt_meta *m = pkt__meta(pool, e);
     *pp = m->next;
+    if (c->ooo_tail == e)
+        c->ooo_tail = SLIP_NIL;
     c->ooo_bytes -= m->total;
     c->ooo_segs--;
     c->rcv_frames -= tcp_pkt__nbufs(pool, e);
@@ -114,12 +118,15 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
 {
     struct pkt_pool *pool = env->pool;
     uint32_t nb = tcp_pkt__nbufs(pool, pkt);
-    if (c->ooo_segs >= TCP_OOO_MAX_SEGS || c->rcv_frames + nb > tcp_rcv_frames_max(c)) {
+    if (c->ooo_segs >= tcp_ooo_segs_max(c) || c->rcv_frames + nb > tcp_rcv_frames_max(c)) {
         c->st.ooo_drops++;
         pkt__free_chain(pool, pkt);
         return;
     }
     slip_idx_t *pp = &c->ooo_head;
+    slip_idx_t t = c->ooo_tail;
+    if (t != SLIP_NIL && pkt__meta(pool, t)->next == SLIP_NIL && seq_geq(seq, ooo_seq(pool, t) + ooo_len(pool, t)))
+        pp = &pkt__meta(pool, t)->next;     /* past the last entry: nothing to walk or cut */
     bool dup = false;       /* the first overlap with data already held is reported */
     while (*pp != SLIP_NIL) {
         slip_idx_t e = *pp;
@@ -167,6 +174,8 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
     m->total = len;
     m->next = *pp;
     *pp = pkt;
+    if (m->next == SLIP_NIL)
+        c->ooo_tail = pkt;
     c->ooo_bytes += len;
     c->ooo_segs++;
     c->rcv_frames += nb;
@@ -183,6 +192,8 @@ uint32_t tcp_reass__pull(struct ip_env *env, struct tcp_conn *c)
             break;
         struct pkt_meta *m = pkt__meta(pool, e);
         c->ooo_head = m->next;
+        if (c->ooo_tail == e)
+            c->ooo_tail = SLIP_NIL;
         c->ooo_bytes -= len;
         c->ooo_segs--;
         uint32_t nb = tcp_pkt__nbufs(pool, e);
@@ -208,6 +219,7 @@ void tcp_reass__purge(struct pkt_pool *pool, struct tcp_conn *c)
 {
     while (c->ooo_head != SLIP_NIL)
         ooo_unlink_free(pool, c, &c->ooo_head);
+    c->ooo_tail = SLIP_NIL;
     c->ooo_bytes = 0;
     c->ooo_segs = 0;
     c->nrsack = 0;

@@ -195,6 +195,12 @@ uint32_t tcp_pkt__trim_back(struct pkt_pool *pool, slip_idx_t pkt, uint32_t n);
 uint32_t tcp_pkt__nbufs(const struct pkt_pool *pool, slip_idx_t pkt);
 /* Frames a connection may hold for received data (in order and out of order). */
 static inline uint32_t tcp_rcv_frames_max(const struct tcp_conn *c) { return c->rcvbuf / 512 + 64; }
+/* Out-of-order segments a connection may hold: a window's worth of full segments behind one hole
+ * (an autotuned buffer of some MB holds thousands), at least TCP_OOO_MAX_SEGS. */
+static inline uint32_t tcp_ooo_segs_max(const struct tcp_conn *c)
+{
+    return c->rcvbuf / 1024 > TCP_OOO_MAX_SEGS ? c->rcvbuf / 1024 : TCP_OOO_MAX_SEGS;
+}
 
 /* tcp_buf.c: buffer autotuning (Linux tcp_sndbuf_expand, dynamic right-sizing) */
 /* The most the receive buffer may grow to (net.ipv4.tcp_rmem[2], bounded). */

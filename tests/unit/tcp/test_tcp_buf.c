@@ -48,11 +48,11 @@ static void pump(struct tpair *p, slip_idx_t ac, slip_idx_t bc, struct xfer *x)
 struct run {
     double mbps;
     uint32_t sndbuf, rcvbuf, a_wscale, b_wscale, max_cwnd;
-    uint64_t retrans;
+    uint64_t retrans, ooo_drops;
 };
 
 /* A:40000 -> B:80, algorithm cc; lock: both applications set 256 KiB buffers first. */
-static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes)
+static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes, unsigned drop_pct)
 {
     struct run r = { 0 };
     static struct tpair p;
@@ -81,6 +81,7 @@ static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes)
     struct tcp_conn *a = tcp_conn__get(p.a, ac), *b = tcp_conn__get(p.b, bc);
     r.a_wscale = a->rcv_wscale;
     r.b_wscale = b->rcv_wscale;
+    p.drop_pct = drop_pct;
     struct xfer x = { bytes, 0, 0, false };
     slip_time_t t0 = p.h.env.now;
     for (long steps = 0; x.rcvd < bytes && steps < 20000000; steps++) {
@@ -92,11 +93,12 @@ static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes)
     CHECK(x.bad, ==, false);
     r.mbps = (double)bytes / ((double)(p.h.env.now - t0) / 1e9) / 1e6;
     r.retrans = p.a->c.retransmits;
+    r.ooo_drops = b->st.ooo_drops;
     r.sndbuf = a->sndbuf;
     r.rcvbuf = b->rcvbuf;
-    printf("  %s %s moderate=%u: %.2f MB/s, %llu resent, sndbuf %u (max cwnd %u), rcvbuf %u, wscale A %u B %u\n",
+    printf("  %s %s moderate=%u loss %u%%: %.2f MB/s, %llu resent, %llu out-of-order dropped, sndbuf %u (max cwnd %u), rcvbuf %u, wscale A %u B %u\n",
            cc == TCP_CC_BBR ? "BBR" : "CUBIC", lock ? "SO_SNDBUF/SO_RCVBUF 256 KiB" : "autotuned", moderate,
-           r.mbps, (unsigned long long)r.retrans, r.sndbuf, r.max_cwnd, r.rcvbuf, r.a_wscale, r.b_wscale);
+           drop_pct, r.mbps, (unsigned long long)r.retrans, (unsigned long long)r.ooo_drops, r.sndbuf, r.max_cwnd, r.rcvbuf, r.a_wscale, r.b_wscale);
     tcp_conn__abort(tp_env(&p, p.a), p.a, ac);
     tcp_conn__abort(tp_env(&p, p.b), p.b, bc);
     tcp_conn__close(tp_env(&p, p.b), p.b, (slip_idx_t)l);
@@ -113,8 +115,8 @@ TEST(test_buffers_grow_to_the_path)
 {
     static const int ccs[] = { TCP_CC_BBR, TCP_CC_CUBIC };
     for (unsigned k = 0; k < SLIP_ARRAY_SIZE(ccs); k++) {
-        struct run fixed = transfer(ccs[k], true, 0, 24 << 20);
-        struct run tuned = transfer(ccs[k], false, 0, 24 << 20);
+        struct run fixed = transfer(ccs[k], true, 0, 24 << 20, 0);
+        struct run tuned = transfer(ccs[k], false, 0, 24 << 20, 0);
         CHECK(fixed.sndbuf, ==, DEFAULT_BUF);
         CHECK(fixed.rcvbuf, ==, DEFAULT_BUF);
         CHECK(fixed.b_wscale, ==, 3);
@@ -134,10 +136,27 @@ TEST(test_buffers_grow_to_the_path)
  * send buffer still grows. */
 TEST(test_moderate_rcvbuf_off_keeps_the_receive_buffer)
 {
-    struct run r = transfer(TCP_CC_BBR, false, 1, 8 << 20);
+    struct run r = transfer(TCP_CC_BBR, false, 1, 8 << 20, 0);
     CHECK(r.rcvbuf, ==, DEFAULT_BUF);
     CHECK(r.b_wscale, ==, 3);
     CHECK(r.sndbuf, >, DEFAULT_BUF);
+}
+
+/* BBR with 1 % random loss each way: the receive window of MBs holds far more than 256
+ * segments behind a hole, and the receiver keeps them all (a bound of 256 dropped most of each
+ * window after a loss, every one of them sent again), and the sender's transmit map and
+ * scoreboard follow a window of 800 segments well enough (with 128 records and 16 blocks it
+ * resent a fifth of the data and ran at a third of the locked rate), so the transfer still beats
+ * the locked buffers by the same margin. */
+TEST(test_a_large_window_keeps_its_out_of_order_segments)
+{
+    struct run fixed = transfer(TCP_CC_BBR, true, 0, 16 << 20, 1);
+    struct run tuned = transfer(TCP_CC_BBR, false, 0, 16 << 20, 1);
+    CHECK(tuned.ooo_drops, ==, 0);
+    /* Resent: the 1 % lost and RACK's spurious marks (D-SACKed; see the session note of
+     * 2026-11-24), not a storm. */
+    CHECK(tuned.retrans, <, (uint64_t)(16 << 20) / 1448 / 5);
+    CHECK((long)(tuned.mbps * 100), >, (long)(fixed.mbps * 140));
 }
 
 TEST_MAIN()
