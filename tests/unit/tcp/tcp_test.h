@@ -328,4 +328,43 @@ static inline uint8_t t_pattern(uint64_t off)
     return (uint8_t)((off * 2654435761u) >> 13 ^ off);
 }
 
+/* A one-way transfer of t_pattern bytes from connection sc of ssh to rc of rsh: tp_pump sends
+ * what the send buffer takes, then (unless the reader is paused) reads and checks what came. */
+struct tp_xfer {
+    struct tcp_shared *ssh, *rsh;
+    slip_idx_t sc, rc;
+    uint64_t total, sent, rcvd;
+    bool bad;
+    bool reader_paused;
+};
+
+static inline void tp_pump(struct tpair *p, struct tp_xfer *x)
+{
+    static uint8_t chunk[16384];
+    struct ip_env *env = tp_env(p, x->ssh);
+    while (x->sent < x->total) {
+        size_t n = SLIP_MIN((uint64_t)sizeof(chunk), x->total - x->sent);
+        for (size_t i = 0; i < n; i++)
+            chunk[i] = t_pattern(x->sent + i);
+        struct iovec iov = { chunk, n };
+        ssize_t r = tcp_conn__send(env, x->ssh, x->sc, &iov, 1, 0);
+        if (r <= 0)
+            break;
+        x->sent += (uint64_t)r;
+    }
+    if (x->reader_paused)
+        return;
+    static uint8_t in[40000];
+    env = tp_env(p, x->rsh);
+    for (;;) {
+        ssize_t r = tcp_conn__recv(env, x->rsh, x->rc, in, sizeof(in), 0);
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; i < r; i++)
+            if (in[i] != t_pattern(x->rcvd + (uint64_t)i))
+                x->bad = true;
+        x->rcvd += (uint64_t)r;
+    }
+}
+
 #endif

@@ -115,37 +115,6 @@ TEST(test_rate_app_limited_marks)
 #define BUF_SND (256 * 1024)     /* above STARTUP's 2.89 BDP: not send-buffer limited */
 #define BUF_RCV (256 * 1024)
 
-struct xfer {
-    uint64_t total, sent, rcvd;
-    bool bad;
-};
-
-static void pump(struct tpair *p, slip_idx_t ac, slip_idx_t bc, struct xfer *x)
-{
-    static uint8_t chunk[16384];
-    struct ip_env *env = tp_env(p, p->a);
-    while (x->sent < x->total) {
-        size_t n = SLIP_MIN((uint64_t)sizeof(chunk), x->total - x->sent);
-        for (size_t i = 0; i < n; i++)
-            chunk[i] = t_pattern(x->sent + i);
-        struct iovec iov = { chunk, n };
-        ssize_t r = tcp_conn__send(env, p->a, ac, &iov, 1, 0);
-        if (r <= 0)
-            break;
-        x->sent += (uint64_t)r;
-    }
-    static uint8_t in[40000];
-    env = tp_env(p, p->b);
-    for (;;) {
-        ssize_t r = tcp_conn__recv(env, p->b, bc, in, sizeof(in), 0);
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; i < r; i++)
-            if (in[i] != t_pattern(x->rcvd + (uint64_t)i))
-                x->bad = true;
-        x->rcvd += (uint64_t)r;
-    }
-}
 
 /* A:40000 -> B:80 over the pair, A using algorithm cc; returns false on failure. */
 static bool open_pair(struct tpair *p, int cc, slip_idx_t *ac, slip_idx_t *bc)
@@ -192,10 +161,10 @@ static struct run transfer(int cc, unsigned drop, uint64_t bytes, uint64_t seed)
         return r;
     }
     p.drop_pct = drop;
-    struct xfer x = { bytes, 0, 0, false };
+    struct tp_xfer x = { p.a, p.b, ac, bc, bytes, 0, 0, false, false };
     slip_time_t t0 = p.h.env.now;
     for (long steps = 0; x.rcvd < bytes && steps < 5000000; steps++) {
-        pump(&p, ac, bc, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
     }
     CHECK(x.rcvd, ==, bytes);
@@ -248,11 +217,11 @@ TEST(test_bbr_state_machine_probe_bw_and_probe_rtt)
     slip_idx_t ac, bc;
     CHECK(open_pair(&p, TCP_CC_BBR, &ac, &bc), ==, true);
     struct tcp_conn *c = tcp_conn__get(p.a, ac);
-    struct xfer x = { 1ull << 40, 0, 0, false };
+    struct tp_xfer x = { p.a, p.b, ac, bc, 1ull << 40, 0, 0, false, false };
     bool seen[4] = { false };
     slip_time_t t0 = p.h.env.now, probe_bw_at = 0;
     for (long steps = 0; p.h.env.now - t0 < 3 * SLIP_SEC && steps < 5000000; steps++) {
-        pump(&p, ac, bc, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
         seen[c->cc.bbr.mode] = true;
         if (c->cc.bbr.mode == TCP_BBR_PROBE_BW && !probe_bw_at)
@@ -276,7 +245,7 @@ TEST(test_bbr_state_machine_probe_bw_and_probe_rtt)
     slip_time_t entered = 0, left = 0;
     uint32_t max_flight_in_probe_rtt = 0;
     for (long steps = 0; !left && p.h.env.now - stamp < 13 * SLIP_SEC && steps < 20000000; steps++) {
-        pump(&p, ac, bc, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
         if (c->cc.bbr.mode == TCP_BBR_PROBE_RTT) {
             if (!entered)

@@ -13,37 +13,6 @@
 #define LINK_BPS 10000000
 #define DEFAULT_BUF (256 * 1024)
 
-struct xfer {
-    uint64_t total, sent, rcvd;
-    bool bad;
-};
-
-static void pump(struct tpair *p, slip_idx_t ac, slip_idx_t bc, struct xfer *x)
-{
-    static uint8_t chunk[65536];
-    struct ip_env *env = tp_env(p, p->a);
-    while (x->sent < x->total) {
-        size_t n = SLIP_MIN((uint64_t)sizeof(chunk), x->total - x->sent);
-        for (size_t i = 0; i < n; i++)
-            chunk[i] = t_pattern(x->sent + i);
-        struct iovec iov = { chunk, n };
-        ssize_t r = tcp_conn__send(env, p->a, ac, &iov, 1, 0);
-        if (r <= 0)
-            break;
-        x->sent += (uint64_t)r;
-    }
-    static uint8_t in[65536];
-    env = tp_env(p, p->b);
-    for (;;) {
-        ssize_t r = tcp_conn__recv(env, p->b, bc, in, sizeof(in), 0);
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; i < r; i++)
-            if (in[i] != t_pattern(x->rcvd + (uint64_t)i))
-                x->bad = true;
-        x->rcvd += (uint64_t)r;
-    }
-}
 
 struct run {
     double mbps;
@@ -82,10 +51,10 @@ static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes, 
     r.a_wscale = a->rcv_wscale;
     r.b_wscale = b->rcv_wscale;
     p.drop_pct = drop_pct;
-    struct xfer x = { bytes, 0, 0, false };
+    struct tp_xfer x = { p.a, p.b, ac, bc, bytes, 0, 0, false, false };
     slip_time_t t0 = p.h.env.now;
     for (long steps = 0; x.rcvd < bytes && steps < 20000000; steps++) {
-        pump(&p, ac, bc, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
         r.max_cwnd = SLIP_MAX(r.max_cwnd, a->cwnd);
     }

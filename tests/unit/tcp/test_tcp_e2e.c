@@ -5,43 +5,6 @@
 
 #define BUF 65536
 
-struct xfer {
-    struct tcp_shared *ssh, *rsh;
-    slip_idx_t sc, rc;
-    uint64_t total, sent, rcvd;
-    bool bad;
-    bool reader_paused;
-};
-
-static void pump(struct tpair *p, struct xfer *x)
-{
-    static uint8_t chunk[16384];
-    struct ip_env *env = tp_env(p, x->ssh);
-    while (x->sent < x->total) {
-        size_t n = SLIP_MIN((uint64_t)sizeof(chunk), x->total - x->sent);
-        for (size_t i = 0; i < n; i++)
-            chunk[i] = t_pattern(x->sent + i);
-        struct iovec iov = { chunk, n };
-        ssize_t r = tcp_conn__send(env, x->ssh, x->sc, &iov, 1, 0);
-        if (r <= 0)
-            break;
-        x->sent += (uint64_t)r;
-    }
-    if (x->reader_paused)
-        return;
-    static uint8_t in[40000];
-    env = tp_env(p, x->rsh);
-    for (;;) {
-        ssize_t r = tcp_conn__recv(env, x->rsh, x->rc, in, sizeof(in), 0);
-        if (r <= 0)
-            break;
-        for (ssize_t i = 0; i < r; i++)
-            if (in[i] != t_pattern(x->rcvd + (uint64_t)i))
-                x->bad = true;
-        x->rcvd += (uint64_t)r;
-    }
-}
-
 /* Opens A:40000+k -> B:80 and returns both ends (B's accepted). */
 static bool connect_pair(struct tpair *p, int listener, uint16_t lport, slip_idx_t *ac, slip_idx_t *bc)
 {
@@ -124,12 +87,12 @@ static struct xfer_stats run_transfer(uint64_t seed, unsigned drop, unsigned dup
     p.drop_pct = drop;
     p.dup_pct = dup;
     p.reorder_pct = reorder;
-    struct xfer x1 = { p.a, p.b, ac, bc, a2b, 0, 0, false, false };
-    struct xfer x2 = { p.b, p.a, bc, ac, b2a, 0, 0, false, false };
+    struct tp_xfer x1 = { p.a, p.b, ac, bc, a2b, 0, 0, false, false };
+    struct tp_xfer x2 = { p.b, p.a, bc, ac, b2a, 0, 0, false, false };
     long steps = 0;
     while ((x1.rcvd < a2b || x2.rcvd < b2a) && steps < 3000000) {
-        pump(&p, &x1);
-        pump(&p, &x2);
+        tp_pump(&p, &x1);
+        tp_pump(&p, &x2);
         tp_step(&p);
         steps++;
     }
@@ -240,9 +203,9 @@ TEST(test_e2e_zero_window_then_resume)
     int l = listen_b(&p);
     slip_idx_t ac, bc;
     connect_pair(&p, l, 40001, &ac, &bc);
-    struct xfer x = { p.a, p.b, ac, bc, 1 << 20, 0, 0, false, true };
+    struct tp_xfer x = { p.a, p.b, ac, bc, 1 << 20, 0, 0, false, true };
     for (int i = 0; i < 20000; i++) {
-        pump(&p, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
     }
     struct tcp_conn *a = tcp_conn__get(p.a, ac);
@@ -252,7 +215,7 @@ TEST(test_e2e_zero_window_then_resume)
     CHECK(tcp_conn__get(p.b, bc)->rcvq.bytes, <=, BUF);
     x.reader_paused = false;
     for (int i = 0; i < 1000000 && x.rcvd < x.total; i++) {
-        pump(&p, &x);
+        tp_pump(&p, &x);
         tp_step(&p);
     }
     CHECK(x.rcvd, ==, x.total);
@@ -269,18 +232,18 @@ TEST(test_e2e_many_connections_no_leak)
     int l = listen_b(&p);
     enum { N = 40 };
     slip_idx_t ac[N], bc[N];
-    struct xfer x[N];
+    struct tp_xfer x[N];
     for (int k = 0; k < N; k++) {
         connect_pair(&p, l, (uint16_t)(41000 + k), &ac[k], &bc[k]);
         tcp_conn__setopt(tp_env(&p, p.a), p.a, ac[k], TCPO_SNDBUF, 8192);
         tcp_conn__setopt(tp_env(&p, p.b), p.b, bc[k], TCPO_RCVBUF, 8192);
-        x[k] = (struct xfer){ p.a, p.b, ac[k], bc[k], 20000 + 100 * (uint64_t)k, 0, 0, false, false };
+        x[k] = (struct tp_xfer){ p.a, p.b, ac[k], bc[k], 20000 + 100 * (uint64_t)k, 0, 0, false, false };
     }
     p.drop_pct = 2;
     for (int i = 0; i < 2000000; i++) {
         bool all = true;
         for (int k = 0; k < N; k++) {
-            pump(&p, &x[k]);
+            tp_pump(&p, &x[k]);
             all &= x[k].rcvd == x[k].total;
         }
         if (all)
