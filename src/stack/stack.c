@@ -240,6 +240,19 @@ static int env_and_epoll_setup(struct slip_stack *s)
     return 0;
 }
 
+/* Reads n integers from a sysctl file: false if it cannot be read or holds fewer. */
+static bool read_sysctl(const char *path, long *v, int n)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    int got = 0;
+    while (got < n && fscanf(f, "%ld", &v[got]) == 1)
+        got++;
+    fclose(f);
+    return got == n;
+}
+
 static int stack_open(struct slip_stack **out, const struct slip_config *cfg, struct group_in *g, char *err,
                       size_t errlen)
 {
@@ -384,27 +397,17 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);
     {
-        /* ECN as the kernel's TCP in this namespace does it (net.ipv4.tcp_ecn, src/tcp/tcp_ecn.c). */
-        FILE *f = fopen("/proc/sys/net/ipv4/tcp_ecn", "re");
-        int v;
-        if (f && fscanf(f, "%d", &v) == 1 && v >= 0 && v <= 2)
-            s->tcp->ecn = (uint8_t)v;
-        if (f)
-            fclose(f);
-        /* Buffer autotuning's ceilings and switch, as this namespace's TCP has them (tcp_buf.c). */
-        uint32_t lo, mid, hi;
-        if ((f = fopen("/proc/sys/net/ipv4/tcp_wmem", "re")) && fscanf(f, "%u %u %u", &lo, &mid, &hi) == 3)
-            s->tcp->wmem_max = hi;
-        if (f)
-            fclose(f);
-        if ((f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re")) && fscanf(f, "%u %u %u", &lo, &mid, &hi) == 3)
-            s->tcp->rmem_max = hi;
-        if (f)
-            fclose(f);
-        if ((f = fopen("/proc/sys/net/ipv4/tcp_moderate_rcvbuf", "re")) && fscanf(f, "%d", &v) == 1)
-            s->tcp->moderate_rcvbuf = v ? 2 : 1;
-        if (f)
-            fclose(f);
+        /* ECN and buffer autotuning as the kernel's TCP in this namespace has them
+         * (src/tcp/tcp_ecn.c, tcp_buf.c; docs/CONFIG.md). */
+        long v[3];
+        if (read_sysctl("/proc/sys/net/ipv4/tcp_ecn", v, 1) && v[0] >= 0 && v[0] <= 2)
+            s->tcp->ecn = (uint8_t)v[0];
+        if (read_sysctl("/proc/sys/net/ipv4/tcp_wmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
+            s->tcp->wmem_max = (uint32_t)v[2];
+        if (read_sysctl("/proc/sys/net/ipv4/tcp_rmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
+            s->tcp->rmem_max = (uint32_t)v[2];
+        if (read_sysctl("/proc/sys/net/ipv4/tcp_moderate_rcvbuf", v, 1))
+            s->tcp->moderate_rcvbuf = v[0] ? 2 : 1;
     }
 
     rc = ctl__open(&s->ctl, s->ctl_t);
