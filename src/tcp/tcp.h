@@ -210,7 +210,7 @@ struct tcp_conn {
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;
-    uint8_t nsb;              /* scoreboard blocks in use */
+    uint16_t nsb;             /* scoreboard blocks in use */
     uint8_t nrsack;           /* receive-side SACK blocks to report */
     struct pkt_queue sndq;    /* buffers of unacked and unsent data; bytes = data bytes */
     uint32_t sndbuf;
@@ -227,6 +227,7 @@ struct tcp_conn {
     uint32_t rcv_frames;      /* buffers held by rcvq + ooo */
     slip_idx_t ooo_head;      /* out of order: heads sorted by seq, linked by meta.next */
     slip_idx_t ooo_tail;      /* its last entry when known, else SLIP_NIL (an append skips the walk) */
+    uint32_t ooo_tail_run;    /* with ooo_tail: where the run of contiguous entries ending there starts */
     uint32_t ooo_bytes, ooo_segs;
     uint32_t rcv_unacked;     /* bytes received since the last ACK we sent */
     uint32_t quickacks;

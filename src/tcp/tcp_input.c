@@ -415,7 +415,7 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
             /* RFC 5681 §4.2: ACK at once when a segment fills (part of) a hole. */
             tcp_reass__pull(env, c);
             c->flags |= TCPF_ACK_NOW;
-            tcp_sack__rcv_update(env->pool, c, s->seq);
+            tcp_sack__rcv_update(env->pool, c, NULL);
         }
         delack_account(env, sh, c, s->len);
         tcp_conn__wake(sh, c);
@@ -423,9 +423,10 @@ static bool process_text(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         /* RFC 5681 §4.2: an out-of-order segment is acknowledged at once (duplicate ACK). */
         c->st.ooo_segs++;
         quickack_enter(c);
-        tcp_reass__add(env, c, s->seq, s->pkt, s->len);
+        struct tcp_sack_block run;
+        tcp_reass__add(env, c, s->seq, s->pkt, s->len, &run);
         s->pkt = SLIP_NIL;
-        tcp_sack__rcv_update(env->pool, c, s->seq);
+        tcp_sack__rcv_update(env->pool, c, &run);
         c->flags |= TCPF_ACK_NOW;
     }
     return true;

@@ -4,8 +4,9 @@
  * RFC 9293 §3.10.7.4 "seventh"); their sequence number is kept in meta.addr (host order) and
  * their length in meta.total. Memory is bounded by RCVBUF bytes, tcp_ooo_segs_max() segments and
  * tcp_rcv_frames_max() frames. The usual newcomer lies past everything held (the sender goes on
- * while a hole waits): ooo_tail, the last entry, lets it skip the walk. Every removal of that
- * entry clears the hint; tiny in-order segments are copied into the tail buffer so a peer
+ * while a hole waits): ooo_tail, the last entry, lets it skip the walk (ooo_tail_run, where the
+ * run of contiguous entries ending there starts, gives the SACK block it joins). Every removal
+ * of that entry clears the hint; tiny in-order segments are copied into the tail buffer so a peer
  * cannot pin a frame per byte. */
 #include <string.h>
 
@@ -114,24 +115,53 @@ static void ooo_unlink_free(struct pkt_pool *pool, struct tcp_conn *c, slip_idx_
     pkt__free_chain(pool, e);
 }
 
-void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len)
+/* The run of contiguous entries walked so far: e = [es, ee) extends it or starts the next. */
+static inline void run_track(struct tcp_sack_block *run, bool *have, uint32_t es, uint32_t ee)
+{
+    if (*have && run->end == es) {
+        run->end = ee;
+    } else {
+        run->start = es;
+        run->end = ee;
+        *have = true;
+    }
+}
+
+/* Extends run over the entries from e on that continue it. */
+static void run_extend(const struct pkt_pool *pool, struct tcp_sack_block *run, slip_idx_t e)
+{
+    for (; e != SLIP_NIL && ooo_seq(pool, e) == run->end; e = pkt__meta(pool, e)->next)
+        run->end += ooo_len(pool, e);
+}
+
+void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len,
+                    struct tcp_sack_block *run)
 {
     struct pkt_pool *pool = env->pool;
     uint32_t nb = tcp_pkt__nbufs(pool, pkt);
+    run->start = run->end = seq;
     if (c->ooo_segs >= tcp_ooo_segs_max(c) || c->rcv_frames + nb > tcp_rcv_frames_max(c)) {
         c->st.ooo_drops++;
         pkt__free_chain(pool, pkt);
         return;
     }
+    /* The walk keeps the run of contiguous entries before the place it reached, so the run the
+     * segment joins is known without a second walk from the head. */
+    bool have = false;
     slip_idx_t *pp = &c->ooo_head;
     slip_idx_t t = c->ooo_tail;
-    if (t != SLIP_NIL && pkt__meta(pool, t)->next == SLIP_NIL && seq_geq(seq, ooo_seq(pool, t) + ooo_len(pool, t)))
+    if (t != SLIP_NIL && pkt__meta(pool, t)->next == SLIP_NIL && seq_geq(seq, ooo_seq(pool, t) + ooo_len(pool, t))) {
         pp = &pkt__meta(pool, t)->next;     /* past the last entry: nothing to walk or cut */
+        run->start = c->ooo_tail_run;
+        run->end = ooo_seq(pool, t) + ooo_len(pool, t);
+        have = true;
+    }
     bool dup = false;       /* the first overlap with data already held is reported */
     while (*pp != SLIP_NIL) {
         slip_idx_t e = *pp;
         uint32_t es = ooo_seq(pool, e), ee = es + ooo_len(pool, e);
         if (seq_leq(ee, seq)) {
+            run_track(run, &have, es, ee);
             pp = &pkt__meta(pool, e)->next;
             continue;
         }
@@ -144,8 +174,10 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
                 tcp_sack__dup(c, seq, seq + SLIP_MIN(cut, len));
                 dup = true;
             }
+            run_track(run, &have, es, ee);
             if (cut >= len) {
                 pkt__free_chain(pool, pkt);
+                run_extend(pool, run, pkt__meta(pool, e)->next);
                 return;
             }
             uint32_t freed = 0;
@@ -174,8 +206,12 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
     m->total = len;
     m->next = *pp;
     *pp = pkt;
-    if (m->next == SLIP_NIL)
+    run_track(run, &have, seq, seq + len);
+    if (m->next == SLIP_NIL) {
         c->ooo_tail = pkt;
+        c->ooo_tail_run = run->start;
+    }
+    run_extend(pool, run, m->next);
     c->ooo_bytes += len;
     c->ooo_segs++;
     c->rcv_frames += nb;

@@ -9,48 +9,57 @@
 
 #define DUPTHRESH 3
 
-void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, uint32_t latest)
+/* The blocks to report after one arrival (RFC 2018 §4): first the run holding the segment that
+ * just arrived, then the blocks reported before, most recent first, and, while room remains,
+ * other runs from the front of the queue. One arrival only adds to one run (or fills the front
+ * and moves whole runs in order), so a block reported before is still exact unless it merged
+ * into the first or was taken in order. The queue is not walked for the first block: with a
+ * window of MBs and random loss it holds thousands of segments in hundreds of runs (a walk per
+ * arrival, bounded at 64 runs, never reported a segment past the 64th hole; the sender then
+ * called SACKed data lost and sent it again). */
+#define RCV_FILL_WALK 64        /* entries looked at for the remaining blocks */
+
+static bool rblock_touches(const struct tcp_sack_block *a, const struct tcp_sack_block *b)
 {
-    struct tcp_sack_block runs[TCP_OOO_MAX_SEGS > 64 ? 64 : TCP_OOO_MAX_SEGS];
-    unsigned n = 0;
-    for (slip_idx_t e = c->ooo_head; e != SLIP_NIL; e = pkt__meta(pool, e)->next) {
-        uint32_t s = pkt__meta(pool, e)->addr, end = s + pkt__meta(pool, e)->total;
-        if (n && runs[n - 1].end == s) {
-            runs[n - 1].end = end;
-            continue;
-        }
-        if (n == SLIP_ARRAY_SIZE(runs))
-            break;
-        runs[n].start = s;
-        runs[n].end = end;
-        n++;
-    }
-    /* RFC 2018 §4: the first block reports the most recently received segment; the others
-     * repeat recent blocks. We keep the previous order for the rest. */
+    return seq_leq(a->start, b->end) && seq_leq(b->start, a->end);
+}
+
+static bool rblock_add(struct tcp_sack_block *out, unsigned *k, const struct tcp_sack_block *b)
+{
+    for (unsigned q = 0; q < *k; q++)
+        if (rblock_touches(&out[q], b))
+            return false;
+    out[(*k)++] = *b;
+    return true;
+}
+
+void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, const struct tcp_sack_block *latest)
+{
     struct tcp_sack_block out[WIRE_TCP_MAX_SACK];
     unsigned k = 0;
-    for (unsigned r = 0; r < n && k == 0; r++)
-        if (seq_in(latest, runs[r].start, runs[r].end))
-            out[k++] = runs[r];
-    for (unsigned p = 0; p < c->nrsack && k < WIRE_TCP_MAX_SACK; p++) {
-        for (unsigned r = 0; r < n; r++) {
-            if (!seq_in(c->rsack[p].start, runs[r].start, runs[r].end) || (k && out[0].start == runs[r].start))
-                continue;
-            bool dup = false;
-            for (unsigned q = 0; q < k; q++)
-                dup |= out[q].start == runs[r].start;
-            if (!dup)
-                out[k++] = runs[r];
-            break;
+    if (latest && seq_lt(latest->start, latest->end) && seq_gt(latest->start, c->rcv_nxt))
+        out[k++] = *latest;
+    for (unsigned p = 0; p < c->nrsack && k < WIRE_TCP_MAX_SACK; p++)
+        if (seq_gt(c->rsack[p].start, c->rcv_nxt))
+            rblock_add(out, &k, &c->rsack[p]);
+    struct tcp_sack_block run = { 0, 0 };
+    bool have = false;
+    unsigned walked = 0;
+    for (slip_idx_t e = c->ooo_head; e != SLIP_NIL && k < WIRE_TCP_MAX_SACK && walked < RCV_FILL_WALK;
+         e = pkt__meta(pool, e)->next, walked++) {
+        uint32_t s = pkt__meta(pool, e)->addr, end = s + pkt__meta(pool, e)->total;
+        if (have && run.end == s) {
+            run.end = end;
+            continue;
         }
+        if (have)
+            rblock_add(out, &k, &run);
+        run.start = s;
+        run.end = end;
+        have = true;
     }
-    for (unsigned r = 0; r < n && k < WIRE_TCP_MAX_SACK; r++) {
-        bool dup = false;
-        for (unsigned q = 0; q < k; q++)
-            dup |= out[q].start == runs[r].start;
-        if (!dup)
-            out[k++] = runs[r];
-    }
+    if (have && k < WIRE_TCP_MAX_SACK && walked < RCV_FILL_WALK)
+        rblock_add(out, &k, &run);      /* the walk reached the queue's end: the last run is whole */
     for (unsigned q = 0; q < k; q++)
         c->rsack[q] = out[q];
     c->nrsack = (uint8_t)k;
@@ -132,7 +141,7 @@ void tcp_sack__clean(struct tcp_conn *c)
             b.start = c->snd_una;
         c->sb[k++] = b;
     }
-    c->nsb = (uint8_t)k;
+    c->nsb = (uint16_t)k;
 }
 
 uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c)

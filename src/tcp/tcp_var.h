@@ -178,8 +178,11 @@ void tcp_chrono__start(struct tcp_conn *c, uint8_t kind, slip_time_t now);
 void tcp_chrono__stop(struct tcp_conn *c, uint8_t kind, slip_time_t now);
 
 /* tcp_reass.c */
-/* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. */
-void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len);
+/* Queues payload at seq (past rcv_nxt) out of order, within memory bounds; takes pkt. *run is
+ * set to the run of contiguous data held that now contains seq (empty when the segment was
+ * dropped): the block the next SACK option reports first. */
+void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_idx_t pkt, uint32_t len,
+                    struct tcp_sack_block *run);
 /* RFC 2883: data [start, end) arrived a second time; the next segment we send reports it. */
 void tcp_sack__dup(struct tcp_conn *c, uint32_t start, uint32_t end);
 /* Moves segments that became in order to rcvq; returns bytes moved (rcv_nxt advanced). */
@@ -215,8 +218,10 @@ void tcp_buf__rcv_rtt(struct tcp_conn *c, slip_time_t now);
 void tcp_buf__rcv_space(const struct ip_env *env, const struct tcp_shared *sh, struct tcp_conn *c);
 
 /* tcp_sack.c */
-/* Receiver: records a newly received out-of-order block for the SACK option (RFC 2018 §4). */
-void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, uint32_t latest);
+/* Receiver: the blocks the SACK option reports (RFC 2018 §4) after one segment arrived: latest,
+ * the run holding it (tcp_reass__add; NULL for an in-order segment), then the blocks reported
+ * before that are still out of order. */
+void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, const struct tcp_sack_block *latest);
 /* Sender: merges the blocks of an arriving ACK into the scoreboard; returns bytes newly SACKed. */
 uint32_t tcp_sack__update(struct tcp_conn *c, const struct wire_tcp_opts *o);
 /* Forgets everything below SND.UNA. */

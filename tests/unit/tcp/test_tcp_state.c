@@ -691,6 +691,52 @@ TEST(test_established_out_of_order_then_fill)
     st_fini(&s, true);
 }
 
+/* RFC 2018 §4 with many holes: every out-of-order segment is reported in the first block of its
+ * ACK, the previous three after it (no timestamps: four blocks fit), however many runs the queue holds (a walk bounded at 64 runs
+ * reported nothing of the 65th and later, and with a window of MBs the sender then called that
+ * data lost and sent it again). A segment that joins two runs is reported as the joined run. */
+TEST(test_established_sack_reports_every_run_past_many_holes)
+{
+    struct st s;
+    st_init(&s);
+    st_passive(&s, false);
+    struct tout o;
+    const unsigned runs = 100;
+    for (unsigned k = 0; k < runs; k++) {
+        pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * k + 4, s.iss + 1, "abcd", 4, 1000);
+        CHECK(last(&s, &o), ==, true);
+        CHECK(o.th.ack, ==, s.pseq);
+        CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * k + 4);
+        CHECK(o.th.opts.sack[0].right, ==, s.pseq + 8 * k + 8);
+        CHECK(o.th.opts.nsack, ==, SLIP_MIN(k + 1, 4u));
+        for (unsigned q = 1; q < o.th.opts.nsack; q++)
+            CHECK(o.th.opts.sack[q].left, ==, s.pseq + 8 * (k - q) + 4);
+    }
+    CHECK(C(&s)->ooo_segs, ==, runs);
+    /* The hole between runs 49 and 50: one block [run 49, end of run 50). */
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * 50, s.iss + 1, "efgh", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * 49 + 4);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 8 * 50 + 8);
+    CHECK(o.th.opts.sack[1].left, ==, s.pseq + 8 * 99 + 4);     /* the most recent before it */
+    /* A duplicate inside a run: D-SACK first, then the run holding it. */
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * 80 + 4, s.iss + 1, "abcd", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * 80 + 4);
+    CHECK(o.th.opts.sack[1].left, ==, s.pseq + 8 * 80 + 4);
+    CHECK(o.th.opts.sack[1].right, ==, s.pseq + 8 * 80 + 8);
+    /* The front hole: everything up to run 0's end is in order; the blocks left are all above. */
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, "ABCD", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 8);
+    CHECK(o.th.opts.nsack, >=, 1);
+    for (unsigned q = 0; q < o.th.opts.nsack; q++)
+        CHECK(seq_gt(o.th.opts.sack[q].left, s.pseq + 8), ==, true);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    st_fini(&s, true);
+}
+
 TEST(test_established_delayed_ack)
 {
     struct st s;
