@@ -48,8 +48,14 @@
 #define TCP_KEEPINTVL_DEFAULT      75
 #define TCP_KEEPCNT_DEFAULT        9
 #define TCP_SYNQ_MAX       256             /* bound of half-open children per listener */
-#define TCP_SACK_MAX       32              /* scoreboard blocks (sender side) */
-#define TCP_TXMAP_MAX      256             /* transmit-time records for RACK (sender side) */
+#define TCP_SACK_MAX       32              /* scoreboard blocks (sender side), in the connection */
+#define TCP_TXMAP_MAX      256             /* transmit-time records for RACK (sender side), likewise */
+/* A connection whose window outgrows those takes a large map from its stack's pool (tcp_map.c):
+ * a window of thousands of segments after a burst of tail drops has a hole every other segment,
+ * and a scoreboard that forgets blocks makes the sender resend what arrived. */
+#define TCP_BIG_SACK       2048
+#define TCP_BIG_TXMAP      4096
+#define TCP_BIG_MAPS       32              /* per stack (at most one per connection slot) */
 #define TCP_OOO_MAX_SEGS   256             /* out-of-order segments held, at least (tcp_ooo_segs_max) */
 #define TCP_CHALLENGE_ACK_LIMIT 1000       /* per second per tcp_shared (RFC 5961 §7) */
 
@@ -233,9 +239,13 @@ struct tcp_conn {
     uint32_t quickacks;
     uint32_t last_ack_sent;
 
+    /* The scoreboard and the transmit map are here, or in the stack's large map number map - 1
+     * (tcp_map.c); read them through tcp_sb() and tcp_txr(). */
     struct tcp_sack_block sb[TCP_SACK_MAX];   /* sender scoreboard, sorted, disjoint */
     struct tcp_txrec txr[TCP_TXMAP_MAX];      /* RACK transmit times (tcp_rack.c) */
     uint16_t ntxr;
+    uint16_t map;             /* 0: the arrays above; else a large map of the pool */
+    slip_idx_t self;          /* this slot's index in the table (finds the pool) */
     uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
     uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding,
                                * 3 recovery probe outstanding (tcp_rack.c) */
@@ -318,7 +328,8 @@ struct tcp_conn {
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
-    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits)
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) \
+    X(big_maps_taken) X(big_maps_none)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;
@@ -347,6 +358,9 @@ struct tcp_shared {
     uint32_t hash_mask;       /* 4-tuple buckets - 1; the buckets follow conns[max_conns] */
     uint32_t tw_entered;      /* connections that entered TIME_WAIT so far ... */
     uint32_t tw_full_seen;    /* ... when a full table last found none to recycle (+1; 0 never) */
+    uint32_t nmaps;           /* large maps after the hash buckets (tcp_map.c) */
+    uint32_t map_free;        /* first free one + 1 (0: none) */
+    uint32_t map_high;        /* [0, map_high) were ever handed out */
     slip_idx_t lhash[TCP_LHASH_BUCKETS];
     /* The last IPv6 addresses tcp6_input folded, direct-mapped by an unkeyed hash of the
      * address: a segment's two folds (two SipHashes) are otherwise the dearest thing its IPv6
@@ -372,6 +386,20 @@ struct tcp_shared {
 static inline slip_idx_t *tcp__hash_tab(const struct tcp_shared *sh)
 {
     return (slip_idx_t *)(void *)&((struct tcp_shared *)sh)->conns[sh->max_conns];
+}
+
+/* A large scoreboard and transmit map (tcp_map.c). */
+struct tcp_bigmap {
+    struct tcp_sack_block sb[TCP_BIG_SACK];
+    struct tcp_txrec txr[TCP_BIG_TXMAP];
+    uint32_t next_free;       /* free list: the next free one + 1 */
+};
+
+/* The large maps, after the hash buckets. */
+static inline struct tcp_bigmap *tcp__maps(const struct tcp_shared *sh)
+{
+    uintptr_t p = (uintptr_t)(tcp__hash_tab(sh) + sh->hash_mask + 1);
+    return (struct tcp_bigmap *)((p + 63) & ~(uintptr_t)63);
 }
 
 /* The slot freed as number k (k < sh->freed_seq, k + TCP_FREED_RING >= sh->freed_seq). */

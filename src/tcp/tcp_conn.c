@@ -21,10 +21,18 @@ static uint32_t hash_buckets(uint32_t max_conns)
     return n;
 }
 
+static uint32_t big_maps(uint32_t max_conns)
+{
+    return SLIP_MIN(max_conns, (uint32_t)TCP_BIG_MAPS);
+}
+
 size_t tcp_shared__bytes(uint32_t max_conns)
 {
+    /* The large maps last, aligned to 64 bytes (63 to spare); like the slots, their memory is
+     * touched only when one is handed out. */
     return sizeof(struct tcp_shared) + (size_t)max_conns * sizeof(struct tcp_conn) +
-           (size_t)hash_buckets(max_conns) * sizeof(slip_idx_t);
+           (size_t)hash_buckets(max_conns) * sizeof(slip_idx_t) + 63 +
+           (size_t)big_maps(max_conns) * sizeof(struct tcp_bigmap);
 }
 
 void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t key[32])
@@ -44,6 +52,9 @@ void tcp_shared__init(struct tcp_shared *sh, uint32_t max_conns, const uint8_t k
         hash[i] = SLIP_NIL;
     for (unsigned i = 0; i < TCP_LHASH_BUCKETS; i++)
         sh->lhash[i] = SLIP_NIL;
+    sh->nmaps = big_maps(max_conns);
+    sh->map_free = 0;           /* tcp_map.c hands them out from map_high up, then reused ones */
+    sh->map_high = 0;
     /* No slot is touched here: tcp_conn__alloc clears each one the first time it hands it out. */
 }
 
@@ -56,6 +67,7 @@ void tcp_shared__purge(struct tcp_shared *sh, struct pkt_pool *pool)
         pkt_queue__purge(pool, &c->sndq);
         tcp_rcvq__purge(pool, c);
         tcp_reass__purge(pool, c);
+        tcp_map__release(c);
     }
     uint8_t key[32];
     memcpy(key, sh->key, 32);
@@ -269,6 +281,7 @@ static void recycle_one(struct tcp_shared *sh, struct tcp_conn *c)
     tcp_conn__unhash(sh, c);
     tcp_timer__stop_all(c);
     c->flags = 0;
+    tcp_map__release(c);
     conn_reset_fields(c);
 }
 
@@ -341,6 +354,7 @@ int tcp_conn__alloc(struct tcp_shared *sh)
         c->hnext = SLIP_NIL;
     }
     conn_reset_fields(c);
+    c->self = i;
     sh->nused++;
     tcp_conn__defaults(sh, c);
     return (int)i;
@@ -422,6 +436,7 @@ void tcp_conn__free(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     pkt_queue__purge(env->pool, &c->sndq);
     tcp_rcvq__purge(env->pool, c);
     tcp_reass__purge(env->pool, c);
+    tcp_map__release(c);
     conn_reset_fields(c);
     c->hnext = sh->free_head;
     sh->free_head = i;

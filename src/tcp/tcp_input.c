@@ -76,14 +76,14 @@ static void enter_recovery(struct ip_env *env, struct tcp_shared *sh, struct tcp
          * cong_control takes over on the next ACK). */
         c->cwnd = c->snd_max - c->snd_una + dmss;
         if (c->flags & TCPF_SACK_OK) {
-            if (c->nsb && seq_lt(c->sb[0].start, c->snd_una + len) && seq_gt(c->sb[0].start, c->snd_una))
-                len = c->sb[0].start - c->snd_una;
+            if (c->nsb && seq_lt(tcp_sb(c)[0].start, c->snd_una + len) && seq_gt(tcp_sb(c)[0].start, c->snd_una))
+                len = tcp_sb(c)[0].start - c->snd_una;
         }
     } else if (c->flags & TCPF_SACK_OK) {
         /* RFC 6675 §5 (4.2-4.3): cwnd = ssthresh, retransmit the first unacknowledged segment. */
         c->cwnd = c->ssthresh;
-        if (c->nsb && seq_lt(c->sb[0].start, c->snd_una + len) && seq_gt(c->sb[0].start, c->snd_una))
-            len = c->sb[0].start - c->snd_una;
+        if (c->nsb && seq_lt(tcp_sb(c)[0].start, c->snd_una + len) && seq_gt(tcp_sb(c)[0].start, c->snd_una))
+            len = tcp_sb(c)[0].start - c->snd_una;
     } else {
         /* RFC 6582 §3.2 step 2-3: cwnd = ssthresh + 3*SMSS (the three segments that left). */
         c->cwnd = c->ssthresh + 3 * dmss;
@@ -194,7 +194,7 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         tcp_rack__trim(c);
         /* An ACK that stops exactly where a SACKed block begins means the receiver dropped
          * data it had SACKed (reneging, RFC 2018 §8): the scoreboard can no longer be trusted. */
-        if (c->nsb && c->sb[0].start == c->snd_una)
+        if (c->nsb && tcp_sb(c)[0].start == c->snd_una)
             c->nsb = 0;
         if ((c->flags & TCPF_LOSS) && seq_geq(ack, c->snd_recover))
             c->flags &= ~TCPF_LOSS;     /* everything sent before the RTO is acknowledged */

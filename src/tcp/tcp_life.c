@@ -44,6 +44,7 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     c->cwnd_usage_seq = iss;
     c->max_flight = 0;
     c->cwnd_limited = 0;
+    tcp_map__release(c);
     c->ntxr = 0;                /* RACK state starts afresh (TIME-WAIT reuse keeps the slot) */
     c->rack_flags = 0;
     c->tlp_state = 0;

@@ -22,15 +22,9 @@ static bool sack_capable(const struct tcp_conn *c)
 /* ---- the transmit map ---- */
 
 /* Bytes of [s, e) the scoreboard does not cover. */
-static uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
+static inline uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
 {
-    uint32_t n = e - s;
-    for (unsigned i = 0; i < c->nsb; i++) {
-        uint32_t os = seq_max(c->sb[i].start, s), oe = seq_min(c->sb[i].end, e);
-        if (seq_lt(os, oe))
-            n -= oe - os;
-    }
-    return n;
+    return tcp_sack__unsacked(c, s, e);
 }
 
 /* Same delivery-rate snapshot (tcp_rate.c; always true when rates are not sampled). */
@@ -43,15 +37,16 @@ static bool same_snapshot(const struct tcp_txrec *a, const struct tcp_txrec *b)
 /* Merges neighbours sent at the same time with the same flags (lossless). */
 static void coalesce(struct tcp_conn *c)
 {
+    struct tcp_txrec *txr = tcp_txr(c);
     unsigned k = 0;
     for (unsigned i = 0; i < c->ntxr; i++) {
-        struct tcp_txrec *r = &c->txr[i];
-        if (k && c->txr[k - 1].end == r->start && c->txr[k - 1].xmit_us == r->xmit_us &&
-            c->txr[k - 1].flags == r->flags && same_snapshot(&c->txr[k - 1], r)) {
-            c->txr[k - 1].end = r->end;
+        struct tcp_txrec *r = &txr[i];
+        if (k && txr[k - 1].end == r->start && txr[k - 1].xmit_us == r->xmit_us &&
+            txr[k - 1].flags == r->flags && same_snapshot(&txr[k - 1], r)) {
+            txr[k - 1].end = r->end;
             continue;
         }
-        c->txr[k++] = *r;
+        txr[k++] = *r;
     }
     c->ntxr = (uint16_t)k;
 }
@@ -60,7 +55,7 @@ static void coalesce(struct tcp_conn *c)
  * loss of the merged range is then detected later (or by the RTO), never sooner. */
 static void merge_next(struct tcp_conn *c, unsigned i)
 {
-    struct tcp_txrec *a = &c->txr[i], *b = &c->txr[i + 1];
+    struct tcp_txrec *txr = tcp_txr(c), *a = &txr[i], *b = &txr[i + 1];
     a->end = b->end;
     uint32_t app = (tdiff(b->xmit_us, a->xmit_us) > 0 ? b->flags : a->flags) & TXR_APP_LTD;
     if (tdiff(b->xmit_us, a->xmit_us) > 0) {
@@ -70,8 +65,7 @@ static void merge_next(struct tcp_conn *c, unsigned i)
         a->rs_first_tx_us = b->rs_first_tx_us;
     }
     a->flags = ((a->flags | b->flags) & TXR_RETRANS) | (a->flags & b->flags & (TXR_LOST | TXR_MARKED)) | app;
-    for (unsigned j = i + 2; j < c->ntxr; j++)
-        c->txr[j - 1] = c->txr[j];
+    memmove(&txr[i + 1], &txr[i + 2], (size_t)(c->ntxr - i - 2) * sizeof(txr[0]));
     c->ntxr--;
 }
 
@@ -86,15 +80,18 @@ static void merge_next(struct tcp_conn *c, unsigned i)
  * left recovery to the RTO. */
 static void reserve(struct tcp_conn *c, unsigned n)
 {
-    if (c->ntxr + n <= TCP_TXMAP_MAX)
+    if (c->ntxr + n <= tcp_txr_cap(c))
         return;
+    if (tcp_map__grow(c))
+        return;         /* a large map (tcp_map.c): room for many more */
     coalesce(c);
     const uint32_t state = TXR_LOST | TXR_MARKED | TXR_RETRANS;
-    while (c->ntxr + n > TCP_TXMAP_MAX) {
+    const struct tcp_txrec *txr = tcp_txr(c);
+    while (c->ntxr + n > tcp_txr_cap(c)) {
         unsigned best = 0;
         uint32_t best_gap = UINT32_MAX;
         for (unsigned i = 0; i + 1 < c->ntxr; i++) {
-            const struct tcp_txrec *a = &c->txr[i], *b = &c->txr[i + 1];
+            const struct tcp_txrec *a = &txr[i], *b = &txr[i + 1];
             if ((a->flags & state) != (b->flags & state))
                 continue;
             int32_t d = tdiff(b->xmit_us, a->xmit_us);
@@ -108,23 +105,35 @@ static void reserve(struct tcp_conn *c, unsigned n)
     }
 }
 
+/* The first record that ends above seq (ntxr when none): the map is sorted. */
+static unsigned txr_find(const struct tcp_conn *c, uint32_t seq)
+{
+    const struct tcp_txrec *txr = tcp_txr(c);
+    unsigned lo = 0, hi = c->ntxr;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (seq_leq(txr[mid].end, seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Splits the record holding seq so that one starts at seq; false when there was no room. */
 static bool split_at(struct tcp_conn *c, uint32_t seq)
 {
-    for (unsigned i = 0; i < c->ntxr; i++) {
-        struct tcp_txrec *r = &c->txr[i];
-        if (!seq_lt(r->start, seq) || !seq_lt(seq, r->end))
-            continue;
-        if (c->ntxr == TCP_TXMAP_MAX)
-            return false;       /* the caller reserves room first */
-        for (unsigned j = c->ntxr; j > i + 1; j--)
-            c->txr[j] = c->txr[j - 1];
-        c->ntxr++;
-        c->txr[i + 1] = c->txr[i];
-        c->txr[i].end = seq;
-        c->txr[i + 1].start = seq;
-        return true;
-    }
+    struct tcp_txrec *txr = tcp_txr(c);
+    unsigned i = txr_find(c, seq);
+    if (i == c->ntxr || !seq_lt(txr[i].start, seq))
+        return true;            /* no record holds it, or one starts there already */
+    if (c->ntxr == tcp_txr_cap(c))
+        return false;           /* the caller reserves room first */
+    memmove(&txr[i + 2], &txr[i + 1], (size_t)(c->ntxr - i - 1) * sizeof(txr[0]));
+    c->ntxr++;
+    txr[i + 1] = txr[i];
+    txr[i].end = seq;
+    txr[i + 1].start = seq;
     return true;
 }
 
@@ -136,17 +145,18 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
     uint32_t t = now_us(now);
     struct tcp_txrec snap = { 0 };
     tcp_rate__snapshot(c, &snap, now);      /* DRE §3.2: the state at this send */
-    if (c->ntxr && seq_lt(seq, c->txr[0].start))
-        seq = c->txr[0].start;          /* already acknowledged below */
-    uint32_t tail = c->ntxr ? c->txr[c->ntxr - 1].end : seq;
+    if (c->ntxr && seq_lt(seq, tcp_txr(c)[0].start))
+        seq = tcp_txr(c)[0].start;          /* already acknowledged below */
+    uint32_t tail = c->ntxr ? tcp_txr(c)[c->ntxr - 1].end : seq;
     if (c->ntxr && seq_lt(seq, tail)) {
         /* A retransmission: the range gets the new send time and loses its LOST mark. */
         uint32_t re = seq_min(end, tail);
         reserve(c, 2);
         split_at(c, seq);
         split_at(c, re);
-        for (unsigned i = 0; i < c->ntxr; i++) {
-            struct tcp_txrec *r = &c->txr[i];
+        struct tcp_txrec *txr = tcp_txr(c);
+        for (unsigned i = txr_find(c, seq); i < c->ntxr && seq_lt(txr[i].start, re); i++) {
+            struct tcp_txrec *r = &txr[i];
             if (seq_geq(r->start, seq) && seq_leq(r->end, re)) {
                 r->xmit_us = t;
                 r->flags = (r->flags & ~(TXR_LOST | TXR_APP_LTD)) | TXR_RETRANS | snap.flags;
@@ -162,7 +172,7 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
     }
     if (c->ntxr && seq != tail)
         seq = tail;                     /* keep the map contiguous */
-    struct tcp_txrec *last = c->ntxr ? &c->txr[c->ntxr - 1] : NULL;
+    struct tcp_txrec *last = c->ntxr ? &tcp_txr(c)[c->ntxr - 1] : NULL;
     if (last && last->xmit_us == t && last->flags == snap.flags && same_snapshot(last, &snap)) {
         last->end = end;
         return;
@@ -171,21 +181,21 @@ void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t 
     snap.start = seq;
     snap.end = end;
     snap.xmit_us = t;
-    c->txr[c->ntxr++] = snap;
+    tcp_txr(c)[c->ntxr++] = snap;
 }
 
 void tcp_rack__trim(struct tcp_conn *c)
 {
-    unsigned k = 0;
-    for (unsigned i = 0; i < c->ntxr; i++) {
-        struct tcp_txrec r = c->txr[i];
-        if (seq_leq(r.end, c->snd_una))
-            continue;
-        if (seq_lt(r.start, c->snd_una))
-            r.start = c->snd_una;
-        c->txr[k++] = r;
+    struct tcp_txrec *txr = tcp_txr(c);
+    unsigned i = txr_find(c, c->snd_una);
+    if (i) {
+        memmove(&txr[0], &txr[i], (size_t)(c->ntxr - i) * sizeof(txr[0]));
+        c->ntxr = (uint16_t)(c->ntxr - i);
     }
-    c->ntxr = (uint16_t)k;
+    if (c->ntxr && seq_lt(txr[0].start, c->snd_una))
+        txr[0].start = c->snd_una;
+    if (c->ntxr == 0 && c->nsb == 0)
+        tcp_map__release(c);        /* nothing outstanding: the large map goes back to the pool */
 }
 
 /* Marks [s, e) lost (records not already lost); returns unSACKed bytes newly marked. */
@@ -195,8 +205,9 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
     split_at(c, s);
     split_at(c, e);
     uint32_t n = 0;
-    for (unsigned i = 0; i < c->ntxr; i++) {
-        struct tcp_txrec *r = &c->txr[i];
+    struct tcp_txrec *txr = tcp_txr(c);
+    for (unsigned i = txr_find(c, s); i < c->ntxr && seq_lt(txr[i].start, e); i++) {
+        struct tcp_txrec *r = &txr[i];
         if (seq_lt(r->start, s) || seq_gt(r->end, e) || (r->flags & TXR_LOST))
             continue;
         if (skip_retrans && (r->flags & TXR_RETRANS))
@@ -213,15 +224,17 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
 
 void tcp_rack__mark_all_lost(struct tcp_conn *c)
 {
+    struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags |= TXR_LOST | TXR_MARKED;
+        txr[i].flags |= TXR_LOST | TXR_MARKED;
     coalesce(c);
 }
 
 void tcp_rack__clear_lost(struct tcp_conn *c)
 {
+    struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++)
-        c->txr[i].flags &= ~(TXR_LOST | TXR_MARKED);
+        txr[i].flags &= ~(TXR_LOST | TXR_MARKED);
     coalesce(c);
 }
 
@@ -229,9 +242,10 @@ void tcp_rack__clear_lost(struct tcp_conn *c)
 uint32_t tcp_rack__pipe(const struct tcp_conn *c)
 {
     uint32_t pipe = 0;
+    const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++)
-        if (!(c->txr[i].flags & TXR_LOST))
-            pipe += unsacked(c, c->txr[i].start, c->txr[i].end);
+        if (!(txr[i].flags & TXR_LOST))
+            pipe += unsacked(c, txr[i].start, txr[i].end);
     return pipe;
 }
 
@@ -242,8 +256,9 @@ void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uin
     *lost = *retrans = 0;
     if (!dmss)
         return;
+    const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
-        const struct tcp_txrec *r = &c->txr[i];
+        const struct tcp_txrec *r = &txr[i];
         uint32_t n = (unsacked(c, r->start, r->end) + dmss - 1) / dmss;
         if (r->flags & (TXR_LOST | TXR_MARKED))
             *lost += n;
@@ -254,22 +269,22 @@ void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uin
 
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
 {
+    const struct tcp_txrec *txr = tcp_txr(c);
+    const struct tcp_sack_block *sb = tcp_sb(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
-        const struct tcp_txrec *r = &c->txr[i];
+        const struct tcp_txrec *r = &txr[i];
         if (!(r->flags & TXR_LOST))
             continue;
         uint32_t pos = r->start;
-        for (unsigned b = 0; b < c->nsb && seq_lt(pos, r->end); b++) {
-            if (seq_leq(c->sb[b].end, pos))
-                continue;
-            if (seq_geq(c->sb[b].start, r->end))
+        for (unsigned b = tcp_sack__first_above(c, pos); b < c->nsb && seq_lt(pos, r->end); b++) {
+            if (seq_geq(sb[b].start, r->end))
                 break;
-            if (seq_gt(c->sb[b].start, pos)) {
+            if (seq_gt(sb[b].start, pos)) {
                 *seq = pos;
-                *len = c->sb[b].start - pos;
+                *len = sb[b].start - pos;
                 return true;
             }
-            pos = c->sb[b].end;
+            pos = sb[b].end;
         }
         if (seq_lt(pos, r->end)) {
             *seq = pos;
@@ -348,8 +363,9 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
+    const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
-        const struct tcp_txrec *r = &c->txr[i];
+        const struct tcp_txrec *r = &txr[i];
         for (unsigned k = 0; k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
             uint32_t bs = o->sack[k].left, be = o->sack[k].right;
             if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
@@ -365,8 +381,8 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
         }
     }
     /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. */
-    for (unsigned i = 0; i < c->ntxr && seq_lt(c->txr[i].start, ack); i++) {
-        const struct tcp_txrec *r = &c->txr[i];
+    for (unsigned i = 0; i < c->ntxr && seq_lt(txr[i].start, ack); i++) {
+        const struct tcp_txrec *r = &txr[i];
         uint32_t e = seq_min(r->end, ack);
         rack_update(c, r, e, t, !fully_sacked(c, r->start, e), true);
     }
@@ -393,8 +409,9 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
     if (!(c->rack_flags & RACKF_VALID))
         return 0;
     uint32_t reo = reo_wnd_us(c), wait = 0;
+    struct tcp_txrec *txr = tcp_txr(c);       /* split_at below never moves the map */
     for (unsigned i = 0; i < c->ntxr; i++) {
-        struct tcp_txrec *r = &c->txr[i];
+        struct tcp_txrec *r = &txr[i];
         if (r->flags & TXR_LOST)
             continue;
         /* At one instant, originals leave in sequence order, so a lower one was sent first;
@@ -412,9 +429,9 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
             wait = SLIP_MAX(wait, (uint32_t)left);
             continue;
         }
-        if (e != r->end && c->ntxr < TCP_TXMAP_MAX)
+        if (e != r->end && c->ntxr < tcp_txr_cap(c))
             split_at(c, e);            /* only the part below RACK.end_seq is older */
-        r = &c->txr[i];
+        r = &txr[i];
         uint32_t n = unsacked(c, r->start, r->end);
         r->flags |= TXR_LOST | TXR_MARKED;
         c->st.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
@@ -488,8 +505,8 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
     if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && seq_geq(c->snd_una, c->snd_recover) &&
         (c->dupacks >= DUPTHRESH || tcp_sack__is_lost(c, c->snd_una))) {
         uint32_t e = c->snd_una + tcp_output__data_mss(c);
-        if (c->nsb && seq_lt(c->sb[0].start, e))
-            e = c->sb[0].start;
+        if (c->nsb && seq_lt(tcp_sb(c)[0].start, e))
+            e = tcp_sb(c)[0].start;
         mark_lost(c, c->snd_una, seq_min(e, c->snd_max), true);
     }
     uint32_t wait = rack_detect(sh, c, now_us(env->now));
@@ -586,17 +603,17 @@ static bool highest_unsacked(const struct tcp_conn *c, uint32_t *seq, uint32_t *
 {
     uint32_t end = c->snd_max;
     for (int i = (int)c->nsb - 1; i >= 0; i--) {
-        if (seq_geq(c->sb[i].end, end) && seq_lt(c->sb[i].start, end))
-            end = c->sb[i].start;
-        else if (seq_lt(c->sb[i].end, end))
+        if (seq_geq(tcp_sb(c)[i].end, end) && seq_lt(tcp_sb(c)[i].start, end))
+            end = tcp_sb(c)[i].start;
+        else if (seq_lt(tcp_sb(c)[i].end, end))
             break;
     }
     if (!seq_gt(end, c->snd_una))
         return false;
     uint32_t start = c->snd_una;
     for (unsigned i = 0; i < c->nsb; i++)
-        if (seq_leq(c->sb[i].end, end))
-            start = seq_max(start, c->sb[i].end);
+        if (seq_leq(tcp_sb(c)[i].end, end))
+            start = seq_max(start, tcp_sb(c)[i].end);
     *len = SLIP_MIN(end - start, tcp_output__data_mss(c));
     *seq = end - *len;
     return true;
@@ -624,7 +641,7 @@ static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp
         /* F-RTO step 2 waits for the ACK of the timeout's retransmission: send that again, so
          * that no other original is retransmitted before RFC 5682 §3 judges the timeout. */
         seq = c->snd_una;
-        len = c->nsb && seq_gt(c->sb[0].start, seq) ? c->sb[0].start - seq : c->snd_max - seq;
+        len = c->nsb && seq_gt(tcp_sb(c)[0].start, seq) ? tcp_sb(c)[0].start - seq : c->snd_max - seq;
         found = true;
     } else if (c->undo.frto == 2) {
         found = false;                  /* step 3: new data (below) */

@@ -9,15 +9,9 @@ static inline uint32_t now_us(slip_time_t now) { return (uint32_t)(now / SLIP_US
 static inline int32_t tdiff(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
 
 /* Bytes of [s, e) the scoreboard does not cover (before this ACK's blocks are merged). */
-static uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
+static inline uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
 {
-    uint32_t n = e - s;
-    for (unsigned i = 0; i < c->nsb && i < TCP_SACK_MAX; i++) {
-        uint32_t os = seq_max(c->sb[i].start, s), oe = seq_min(c->sb[i].end, e);
-        if (seq_lt(os, oe))
-            n -= oe - os;
-    }
-    return n;
+    return tcp_sack__unsacked(c, s, e);
 }
 
 void tcp_rate__snapshot(struct tcp_conn *c, struct tcp_txrec *r, slip_time_t now)
@@ -66,8 +60,9 @@ void tcp_rate__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     uint32_t t = now_us(now);
     int32_t newest_rtt_send = 0;
     bool have_rtt = false;
-    for (unsigned i = 0; i < c->ntxr && i < TCP_TXMAP_MAX; i++) {
-        const struct tcp_txrec *r = &c->txr[i];
+    const struct tcp_txrec *txr = tcp_txr(c);
+    for (unsigned i = 0; i < c->ntxr && i < tcp_txr_cap(c); i++) {
+        const struct tcp_txrec *r = &txr[i];
         bool hit = false;
         /* Newly cumulatively acknowledged, not SACKed before. */
         if (seq_gt(ack, c->snd_una) && seq_lt(r->start, ack) && unsacked(c, r->start, seq_min(r->end, ack)))

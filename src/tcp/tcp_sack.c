@@ -3,8 +3,11 @@
  * above SND.UNA, and the IsLost / pipe / NextSeg rules of SACK-based loss recovery (the engine
  * uses IsLost for DupThresh; pipe and what to resend come from RACK's marks in tcp_rack.c, as in
  * Linux, and the RFC 6675 pipe/NextSeg here remain as the tested reference). The
- * scoreboard holds TCP_SACK_MAX disjoint, sorted blocks; when it overflows the highest block is
- * forgotten, which only makes us retransmit more, never less. */
+ * scoreboard holds TCP_SACK_MAX disjoint, sorted blocks, or TCP_BIG_SACK once it takes a large
+ * map (tcp_map.c); when that overflows too the highest block is forgotten, which only makes us
+ * retransmit more, never less. */
+#include <string.h>
+
 #include "tcp/tcp_var.h"
 
 #define DUPTHRESH 3
@@ -78,39 +81,46 @@ void tcp_sack__dup(struct tcp_conn *c, uint32_t start, uint32_t end)
 
 static void sb_insert(struct tcp_conn *c, uint32_t s, uint32_t e, uint32_t *added)
 {
-    /* Merge [s, e) with every block it touches, then insert in order. */
+    if (c->nsb == tcp_sb_cap(c))
+        tcp_map__grow(c);
+    struct tcp_sack_block *sb = tcp_sb(c);
+    unsigned cap = tcp_sb_cap(c), n = c->nsb;
+    /* The blocks [i, j) overlap [s, e) or are adjacent to it: they merge with it into one. */
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (seq_lt(sb[mid].end, s))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    unsigned i = lo, j = lo;
     uint32_t covered = 0;
-    unsigned i = 0;
-    while (i < c->nsb) {
-        struct tcp_sack_block *b = &c->sb[i];
-        if (seq_lt(b->end, s) || seq_gt(b->start, e)) {
-            i++;
-            continue;
-        }
-        /* Overlapping or adjacent: absorb b. */
-        uint32_t os = seq_max(b->start, s), oe = seq_min(b->end, e);
+    for (; j < n && seq_leq(sb[j].start, e); j++) {
+        uint32_t os = seq_max(sb[j].start, s), oe = seq_min(sb[j].end, e);
         if (seq_lt(os, oe))
             covered += oe - os;
-        s = seq_min(s, b->start);
-        e = seq_max(e, b->end);
-        for (unsigned j = i + 1; j < c->nsb; j++)
-            c->sb[j - 1] = c->sb[j];
-        c->nsb--;
+        s = seq_min(s, sb[j].start);
+        e = seq_max(e, sb[j].end);
     }
     uint32_t total = e - s;
-    unsigned pos = 0;
-    while (pos < c->nsb && seq_lt(c->sb[pos].start, s))
-        pos++;
-    if (c->nsb == TCP_SACK_MAX) {
-        if (pos == TCP_SACK_MAX)
-            return;         /* the new block is the highest: forget it */
-        c->nsb--;           /* forget the highest */
+    if (j > i) {
+        sb[i].start = s;
+        sb[i].end = e;
+        memmove(&sb[i + 1], &sb[j], (size_t)(n - j) * sizeof(sb[0]));
+        n -= j - i - 1;
+    } else {
+        if (n == cap) {
+            if (i == cap)
+                return;     /* the new block is the highest: forget it */
+            n--;            /* forget the highest */
+        }
+        memmove(&sb[i + 1], &sb[i], (size_t)(n - i) * sizeof(sb[0]));
+        sb[i].start = s;
+        sb[i].end = e;
+        n++;
     }
-    for (unsigned j = c->nsb; j > pos; j--)
-        c->sb[j] = c->sb[j - 1];
-    c->sb[pos].start = s;
-    c->sb[pos].end = e;
-    c->nsb++;
+    c->nsb = (uint16_t)n;
     *added += total > covered ? total - covered : 0;
 }
 
@@ -132,23 +142,48 @@ uint32_t tcp_sack__update(struct tcp_conn *c, const struct wire_tcp_opts *o)
 
 void tcp_sack__clean(struct tcp_conn *c)
 {
-    unsigned k = 0;
-    for (unsigned i = 0; i < c->nsb; i++) {
-        struct tcp_sack_block b = c->sb[i];
-        if (seq_leq(b.end, c->snd_una))
-            continue;
-        if (seq_lt(b.start, c->snd_una))
-            b.start = c->snd_una;
-        c->sb[k++] = b;
+    struct tcp_sack_block *sb = tcp_sb(c);
+    unsigned i = tcp_sack__first_above(c, c->snd_una);
+    if (i) {
+        memmove(&sb[0], &sb[i], (size_t)(c->nsb - i) * sizeof(sb[0]));
+        c->nsb = (uint16_t)(c->nsb - i);
     }
-    c->nsb = (uint16_t)k;
+    if (c->nsb && seq_lt(sb[0].start, c->snd_una))
+        sb[0].start = c->snd_una;
+}
+
+unsigned tcp_sack__first_above(const struct tcp_conn *c, uint32_t seq)
+{
+    const struct tcp_sack_block *sb = tcp_sb(c);
+    unsigned lo = 0, hi = c->nsb;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (seq_leq(sb[mid].end, seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+uint32_t tcp_sack__unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
+{
+    const struct tcp_sack_block *sb = tcp_sb(c);
+    uint32_t n = e - s;
+    for (unsigned i = tcp_sack__first_above(c, s); i < c->nsb && seq_lt(sb[i].start, e); i++) {
+        uint32_t os = seq_max(sb[i].start, s), oe = seq_min(sb[i].end, e);
+        if (seq_lt(os, oe))
+            n -= oe - os;
+    }
+    return n;
 }
 
 uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c)
 {
+    const struct tcp_sack_block *sb = tcp_sb(c);
     uint32_t n = 0;
     for (unsigned i = 0; i < c->nsb; i++)
-        n += c->sb[i].end - c->sb[i].start;
+        n += sb[i].end - sb[i].start;
     return n;
 }
 
@@ -158,10 +193,10 @@ bool tcp_sack__is_lost(const struct tcp_conn *c, uint32_t seq)
 {
     uint32_t bytes = 0, blocks = 0;
     for (unsigned i = 0; i < c->nsb; i++) {
-        if (seq_leq(c->sb[i].end, seq))
+        if (seq_leq(tcp_sb(c)[i].end, seq))
             continue;
-        uint32_t s = seq_max(c->sb[i].start, seq + 1);
-        bytes += c->sb[i].end - s;
+        uint32_t s = seq_max(tcp_sb(c)[i].start, seq + 1);
+        bytes += tcp_sb(c)[i].end - s;
         blocks++;
     }
     return blocks >= DUPTHRESH || bytes > (DUPTHRESH - 1) * tcp_output__data_mss(c);
@@ -173,9 +208,9 @@ uint32_t tcp_sack__pipe(const struct tcp_conn *c)
 {
     uint32_t pipe = 0, pos = c->snd_una;
     for (unsigned i = 0; i <= c->nsb; i++) {
-        uint32_t hs = pos, he = i < c->nsb ? c->sb[i].start : c->snd_max;
+        uint32_t hs = pos, he = i < c->nsb ? tcp_sb(c)[i].start : c->snd_max;
         if (i < c->nsb)
-            pos = c->sb[i].end;
+            pos = tcp_sb(c)[i].end;
         if (!seq_lt(hs, he))
             continue;
         if (!tcp_sack__is_lost(c, hs))
@@ -191,8 +226,8 @@ bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, 
     uint32_t pos = c->snd_una;
     /* Rule 1: the first unSACKed octet above HighRxt that IsLost(). */
     for (unsigned i = 0; i < c->nsb; i++) {
-        uint32_t hs = seq_max(pos, c->high_rxt), he = c->sb[i].start;
-        pos = c->sb[i].end;
+        uint32_t hs = seq_max(pos, c->high_rxt), he = tcp_sb(c)[i].start;
+        pos = tcp_sb(c)[i].end;
         if (seq_lt(hs, he) && tcp_sack__is_lost(c, hs)) {
             *seq = hs;
             *len = he - hs;
@@ -212,8 +247,8 @@ bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, 
     /* Rule 3: an unSACKed octet above HighRxt with SACKed data above it. */
     pos = c->snd_una;
     for (unsigned i = 0; i < c->nsb; i++) {
-        uint32_t hs = seq_max(pos, c->high_rxt), he = c->sb[i].start;
-        pos = c->sb[i].end;
+        uint32_t hs = seq_max(pos, c->high_rxt), he = tcp_sb(c)[i].start;
+        pos = tcp_sb(c)[i].end;
         if (seq_lt(hs, he)) {
             *seq = hs;
             *len = he - hs;

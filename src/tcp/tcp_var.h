@@ -80,6 +80,42 @@ static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct
 {
     return (slip_idx_t)(c - sh->conns);
 }
+/* The table holding c, found from its slot index (only for slots of the table: a connection
+ * built on the stack for one reply never has a large map, so never asks). */
+static inline struct tcp_shared *tcp_conn__shared(const struct tcp_conn *c)
+{
+    const struct tcp_conn *first = c - c->self;
+    return (struct tcp_shared *)((uintptr_t)first - offsetof(struct tcp_shared, conns));
+}
+
+/* tcp_map.c: c's large map, or NULL when it uses its own arrays (or the number is out of range). */
+static inline struct tcp_bigmap *tcp_map__big(const struct tcp_conn *c)
+{
+    if (!c->map)
+        return NULL;
+    const struct tcp_shared *sh = tcp_conn__shared(c);
+    if (c->map > sh->map_high)
+        return NULL;
+    return &tcp__maps(sh)[c->map - 1];
+}
+static inline struct tcp_sack_block *tcp_sb(const struct tcp_conn *c)
+{
+    struct tcp_bigmap *m = tcp_map__big(c);
+    return m ? m->sb : (struct tcp_sack_block *)c->sb;
+}
+static inline struct tcp_txrec *tcp_txr(const struct tcp_conn *c)
+{
+    struct tcp_bigmap *m = tcp_map__big(c);
+    return m ? m->txr : (struct tcp_txrec *)c->txr;
+}
+static inline unsigned tcp_sb_cap(const struct tcp_conn *c) { return tcp_map__big(c) ? TCP_BIG_SACK : TCP_SACK_MAX; }
+static inline unsigned tcp_txr_cap(const struct tcp_conn *c) { return tcp_map__big(c) ? TCP_BIG_TXMAP : TCP_TXMAP_MAX; }
+/* Moves c's scoreboard and transmit map into a large map of the pool: false when it has one
+ * already or none is free. */
+bool tcp_map__grow(struct tcp_conn *c);
+/* Gives the large map back (the connection ended, or nothing it sent is outstanding). */
+void tcp_map__release(struct tcp_conn *c);
+
 /* The slot at i when it is open to the application (TCPF_USER), else NULL. */
 static inline struct tcp_conn *tcp_conn__user(struct tcp_shared *sh, slip_idx_t i)
 {
@@ -222,6 +258,11 @@ void tcp_buf__rcv_space(const struct ip_env *env, const struct tcp_shared *sh, s
  * the run holding it (tcp_reass__add; NULL for an in-order segment), then the blocks reported
  * before that are still out of order. */
 void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, const struct tcp_sack_block *latest);
+/* Sender: the first scoreboard block that ends above seq (nsb when none); the scoreboard is
+ * sorted, so a binary search. */
+unsigned tcp_sack__first_above(const struct tcp_conn *c, uint32_t seq);
+/* Sender: bytes of [s, e) the scoreboard does not cover. */
+uint32_t tcp_sack__unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e);
 /* Sender: merges the blocks of an arriving ACK into the scoreboard; returns bytes newly SACKed. */
 uint32_t tcp_sack__update(struct tcp_conn *c, const struct wire_tcp_opts *o);
 /* Forgets everything below SND.UNA. */

@@ -273,28 +273,65 @@ TEST(test_sack_scoreboard_pipe_nextseg)
     free(sh);
 }
 
-TEST(test_sack_scoreboard_overflow_forgets_highest)
+static void sack_one(struct tcp_conn *c, uint32_t left, uint32_t right)
+{
+    struct wire_tcp_opts o;
+    memset(&o, 0, sizeof(o));
+    o.nsack = 1;
+    o.sack[0].left = left;
+    o.sack[0].right = right;
+    tcp_sack__update(c, &o);
+}
+
+/* The scoreboard outgrows the connection's TCP_SACK_MAX blocks into a large map of the pool
+ * (tcp_map.c), keeps every block up to TCP_BIG_SACK, then forgets the highest (a lower block
+ * still enters, pushing the highest out); it goes back to the pool once nothing is outstanding.
+ * With the pool empty the connection's own blocks overflow the same way. */
+TEST(test_sack_scoreboard_grows_then_forgets_highest)
 {
     struct tcp_shared *sh;
     struct tcp_conn *c = fresh_conn(&sh);
     c->snd_una = 0;
-    c->snd_max = 1000000;
-    struct wire_tcp_opts o;
-    memset(&o, 0, sizeof(o));
-    o.nsack = 1;
-    for (uint32_t i = 0; i < TCP_SACK_MAX + 5; i++) {
-        o.sack[0].left = 2000 * (i + 1);
-        o.sack[0].right = 2000 * (i + 1) + 1000;
-        tcp_sack__update(c, &o);
-    }
+    c->snd_max = 2000 * (TCP_BIG_SACK + 10);
+    for (uint32_t i = 0; i < TCP_SACK_MAX + 5; i++)
+        sack_one(c, 2000 * (i + 1), 2000 * (i + 1) + 1000);
+    CHECK(c->nsb, ==, TCP_SACK_MAX + 5);
+    CHECK(c->map, !=, 0);
+    CHECK(sh->c.big_maps_taken, ==, 1);
+    for (uint32_t i = 0; i < TCP_SACK_MAX + 5; i++)
+        CHECK(tcp_sb(c)[i].start, ==, 2000 * (i + 1));
+    for (uint32_t i = TCP_SACK_MAX + 5; i < TCP_BIG_SACK + 5; i++)
+        sack_one(c, 2000 * (i + 1), 2000 * (i + 1) + 1000);
+    CHECK(c->nsb, ==, TCP_BIG_SACK);
+    CHECK(tcp_sb(c)[TCP_BIG_SACK - 1].start, ==, 2000 * TCP_BIG_SACK);
+    CHECK(tcp_sack__unsacked(c, 0, 2000 * (TCP_BIG_SACK + 1)), ==, 2000 * (TCP_BIG_SACK + 1) - 1000 * TCP_BIG_SACK);
+    CHECK(tcp_sack__unsacked(c, 2500, 5500), ==, 1500);
+    sack_one(c, 500, 600);
+    CHECK(tcp_sb(c)[0].start, ==, 500);
+    CHECK(c->nsb, ==, TCP_BIG_SACK);
+    CHECK(tcp_sb(c)[TCP_BIG_SACK - 1].start, ==, 2000 * (TCP_BIG_SACK - 1));
+    /* A block joining two: they become one. */
+    sack_one(c, 3000, 4000);
+    CHECK(tcp_sb(c)[1].start, ==, 2000);
+    CHECK(tcp_sb(c)[1].end, ==, 5000);
+    CHECK(c->nsb, ==, TCP_BIG_SACK - 1);
+    /* Everything acknowledged: the map goes back. */
+    c->snd_una = c->snd_max;
+    tcp_sack__clean(c);
+    tcp_rack__trim(c);
+    CHECK(c->nsb, ==, 0);
+    CHECK(c->map, ==, 0);
+    CHECK(sh->map_free, !=, 0);
+    /* The pool empty (every map handed out): the connection's own blocks, as before. */
+    sh->map_free = 0;
+    sh->map_high = sh->nmaps;
+    c->snd_una = 0;
+    for (uint32_t i = 0; i < TCP_SACK_MAX + 5; i++)
+        sack_one(c, 2000 * (i + 1), 2000 * (i + 1) + 1000);
+    CHECK(c->map, ==, 0);
     CHECK(c->nsb, ==, TCP_SACK_MAX);
     CHECK(c->sb[TCP_SACK_MAX - 1].start, ==, 2000 * TCP_SACK_MAX);
-    /* A lower block still enters, pushing the highest out. */
-    o.sack[0].left = 500;
-    o.sack[0].right = 600;
-    tcp_sack__update(c, &o);
-    CHECK(c->sb[0].start, ==, 500);
-    CHECK(c->nsb, ==, TCP_SACK_MAX);
+    CHECK(sh->c.big_maps_none, >, 0);
     free(sh);
 }
 

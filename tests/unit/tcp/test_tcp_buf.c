@@ -17,7 +17,7 @@
 struct run {
     double mbps;
     uint32_t sndbuf, rcvbuf, a_wscale, b_wscale, max_cwnd;
-    uint64_t retrans, ooo_drops;
+    uint64_t retrans, ooo_drops, dsacks;
 };
 
 /* A:40000 -> B:80, algorithm cc; lock: both applications set 256 KiB buffers first. */
@@ -63,11 +63,12 @@ static struct run transfer(int cc, bool lock, uint8_t moderate, uint64_t bytes, 
     r.mbps = (double)bytes / ((double)(p.h.env.now - t0) / 1e9) / 1e6;
     r.retrans = p.a->c.retransmits;
     r.ooo_drops = b->st.ooo_drops;
+    r.dsacks = p.a->c.dsacks_in;
     r.sndbuf = a->sndbuf;
     r.rcvbuf = b->rcvbuf;
-    printf("  %s %s moderate=%u loss %u%%: %.2f MB/s, %llu resent, %llu out-of-order dropped, sndbuf %u (max cwnd %u), rcvbuf %u, wscale A %u B %u\n",
+    printf("  %s %s moderate=%u loss %u%%: %.2f MB/s, %llu resent (%llu D-SACKed), %llu out-of-order dropped, sndbuf %u (max cwnd %u), rcvbuf %u, wscale A %u B %u\n",
            cc == TCP_CC_BBR ? "BBR" : "CUBIC", lock ? "SO_SNDBUF/SO_RCVBUF 256 KiB" : "autotuned", moderate,
-           drop_pct, r.mbps, (unsigned long long)r.retrans, (unsigned long long)r.ooo_drops, r.sndbuf, r.max_cwnd, r.rcvbuf, r.a_wscale, r.b_wscale);
+           drop_pct, r.mbps, (unsigned long long)r.retrans, (unsigned long long)r.dsacks, (unsigned long long)r.ooo_drops, r.sndbuf, r.max_cwnd, r.rcvbuf, r.a_wscale, r.b_wscale);
     tcp_conn__abort(tp_env(&p, p.a), p.a, ac);
     tcp_conn__abort(tp_env(&p, p.b), p.b, bc);
     tcp_conn__close(tp_env(&p, p.b), p.b, (slip_idx_t)l);
@@ -111,21 +112,24 @@ TEST(test_moderate_rcvbuf_off_keeps_the_receive_buffer)
     CHECK(r.sndbuf, >, DEFAULT_BUF);
 }
 
-/* BBR with 1 % random loss each way: the receive window of MBs holds far more than 256
- * segments behind a hole, and the receiver keeps them all (a bound of 256 dropped most of each
- * window after a loss, every one of them sent again), and the sender's transmit map and
- * scoreboard follow a window of 800 segments well enough (with 128 records and 16 blocks it
- * resent a fifth of the data and ran at a third of the locked rate), so the transfer still beats
- * the locked buffers by the same margin. */
+/* BBR with 1 % random loss each way, on top of the tail drops of its startup (about two of
+ * every three segments for a round trip once the queue is full): the receive window of MBs
+ * holds far more than 256 segments behind a hole, and the receiver keeps them all (a bound of
+ * 256 dropped most of each window after a loss, every one of them sent again); it reports
+ * every one in a SACK block however many holes lie below (reports stopped at the 64th run);
+ * and the sender's scoreboard and transmit map, grown into a large map of the pool
+ * (tcp_map.c), keep a block per hole of a window of 1,000 segments. Then nothing is resent
+ * that had arrived: the receiver reports no duplicate (D-SACK; with 32 blocks and 256 records
+ * it reported 568 of 1,011 resent), and the transfer runs at over 2.5 times the locked rate
+ * (7.6 against 2.4 MB/s here; 5.6 before). */
 TEST(test_a_large_window_keeps_its_out_of_order_segments)
 {
     struct run fixed = transfer(TCP_CC_BBR, true, 0, 16 << 20, 1);
     struct run tuned = transfer(TCP_CC_BBR, false, 0, 16 << 20, 1);
     CHECK(tuned.ooo_drops, ==, 0);
-    /* Resent: the 1 % lost and RACK's spurious marks (D-SACKed; see the session note of
-     * 2026-11-24), not a storm. */
+    CHECK(tuned.dsacks, <=, 4);
     CHECK(tuned.retrans, <, (uint64_t)(16 << 20) / 1448 / 5);
-    CHECK((long)(tuned.mbps * 100), >, (long)(fixed.mbps * 140));
+    CHECK((long)(tuned.mbps * 100), >, (long)(fixed.mbps * 250));
 }
 
 TEST_MAIN()
