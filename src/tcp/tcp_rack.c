@@ -108,16 +108,7 @@ static void reserve(struct tcp_conn *c, unsigned n)
 /* The first record that ends above seq (ntxr when none): the map is sorted. */
 static unsigned txr_find(const struct tcp_conn *c, uint32_t seq)
 {
-    const struct tcp_txrec *txr = tcp_txr(c);
-    unsigned lo = 0, hi = c->ntxr;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-        if (seq_leq(txr[mid].end, seq))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return tcp__bisect_end(tcp_txr(c), sizeof(struct tcp_txrec), offsetof(struct tcp_txrec, end), c->ntxr, seq);
 }
 
 /* Splits the record holding seq so that one starts at seq; false when there was no room. */

@@ -85,16 +85,8 @@ static void sb_insert(struct tcp_conn *c, uint32_t s, uint32_t e, uint32_t *adde
         tcp_map__grow(c);
     struct tcp_sack_block *sb = tcp_sb(c);
     unsigned cap = tcp_sb_cap(c), n = c->nsb;
-    /* The blocks [i, j) overlap [s, e) or are adjacent to it: they merge with it into one. */
-    unsigned lo = 0, hi = n;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-        if (seq_lt(sb[mid].end, s))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    unsigned i = lo, j = lo;
+    /* The blocks [i, j) overlap [s, e) or are adjacent to it (end >= s): they merge with it. */
+    unsigned i = tcp_sack__first_above(c, s - 1), j = i;
     uint32_t covered = 0;
     for (; j < n && seq_leq(sb[j].start, e); j++) {
         uint32_t os = seq_max(sb[j].start, s), oe = seq_min(sb[j].end, e);
@@ -154,16 +146,7 @@ void tcp_sack__clean(struct tcp_conn *c)
 
 unsigned tcp_sack__first_above(const struct tcp_conn *c, uint32_t seq)
 {
-    const struct tcp_sack_block *sb = tcp_sb(c);
-    unsigned lo = 0, hi = c->nsb;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-        if (seq_leq(sb[mid].end, seq))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return tcp__bisect_end(tcp_sb(c), sizeof(struct tcp_sack_block), offsetof(struct tcp_sack_block, end), c->nsb, seq);
 }
 
 uint32_t tcp_sack__unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)

@@ -80,6 +80,23 @@ static inline slip_idx_t tcp_conn__idx(const struct tcp_shared *sh, const struct
 {
     return (slip_idx_t)(c - sh->conns);
 }
+/* The first of n sorted, disjoint ranges that ends above seq (n when none), by bisection: the
+ * ranges are elements stride bytes apart whose end (a sequence number) is end_off bytes in. */
+static inline unsigned tcp__bisect_end(const void *base, size_t stride, size_t end_off, unsigned n, uint32_t seq)
+{
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        uint32_t end;
+        memcpy(&end, (const uint8_t *)base + (size_t)mid * stride + end_off, sizeof(end));
+        if (seq_leq(end, seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The table holding c, found from its slot index (only for slots of the table: a connection
  * built on the stack for one reply never has a large map, so never asks). */
 static inline struct tcp_shared *tcp_conn__shared(const struct tcp_conn *c)
