@@ -212,6 +212,9 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
         c->ooo_tail_run = run->start;
     }
     run_extend(pool, run, m->next);
+    t = c->ooo_tail;
+    if (t != SLIP_NIL && run->end == ooo_seq(pool, t) + ooo_len(pool, t))
+        c->ooo_tail_run = run->start;   /* it filled a hole below the tail: the tail's run grew */
     c->ooo_bytes += len;
     c->ooo_segs++;
     c->rcv_frames += nb;

@@ -719,6 +719,14 @@ TEST(test_established_sack_reports_every_run_past_many_holes)
     CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * 49 + 4);
     CHECK(o.th.opts.sack[0].right, ==, s.pseq + 8 * 50 + 8);
     CHECK(o.th.opts.sack[1].left, ==, s.pseq + 8 * 99 + 4);     /* the most recent before it */
+    /* The hole below the last run, then a segment appended to it: one block from run 98. */
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * 99, s.iss + 1, "efgh", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * 98 + 4);
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * 100, s.iss + 1, "ijkl", 4, 1000);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 8 * 98 + 4);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 8 * 100 + 4);
     /* A duplicate inside a run: D-SACK first, then the run holding it. */
     pseg(&s, WIRE_TCP_ACK, s.pseq + 8 * 80 + 4, s.iss + 1, "abcd", 4, 1000);
     CHECK(last(&s, &o), ==, true);
