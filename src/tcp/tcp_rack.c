@@ -21,12 +21,6 @@ static bool sack_capable(const struct tcp_conn *c)
 
 /* ---- the transmit map ---- */
 
-/* Bytes of [s, e) the scoreboard does not cover. */
-static inline uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
-{
-    return tcp_sack__unsacked(c, s, e);
-}
-
 /* Same delivery-rate snapshot (tcp_rate.c; always true when rates are not sampled). */
 static bool same_snapshot(const struct tcp_txrec *a, const struct tcp_txrec *b)
 {
@@ -203,7 +197,7 @@ static uint32_t mark_lost(struct tcp_conn *c, uint32_t s, uint32_t e, bool skip_
             continue;
         if (skip_retrans && (r->flags & TXR_RETRANS))
             continue;
-        uint32_t u = unsacked(c, r->start, r->end);
+        uint32_t u = tcp_sack__unsacked(c, r->start, r->end);
         if (u) {
             r->flags |= TXR_LOST | TXR_MARKED;
             n += u;
@@ -236,7 +230,7 @@ uint32_t tcp_rack__pipe(const struct tcp_conn *c)
     const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++)
         if (!(txr[i].flags & TXR_LOST))
-            pipe += unsacked(c, txr[i].start, txr[i].end);
+            pipe += tcp_sack__unsacked(c, txr[i].start, txr[i].end);
     return pipe;
 }
 
@@ -250,7 +244,7 @@ void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uin
     const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &txr[i];
-        uint32_t n = (unsacked(c, r->start, r->end) + dmss - 1) / dmss;
+        uint32_t n = (tcp_sack__unsacked(c, r->start, r->end) + dmss - 1) / dmss;
         if (r->flags & (TXR_LOST | TXR_MARKED))
             *lost += n;
         if ((r->flags & TXR_RETRANS) && !(r->flags & TXR_LOST))
@@ -302,7 +296,7 @@ static bool sent_after(uint32_t t1, uint32_t e1, uint32_t t2, uint32_t e2)
 
 static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
 {
-    return unsacked(c, s, e) == 0;
+    return tcp_sack__unsacked(c, s, e) == 0;
 }
 
 /* Step 1-3 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
@@ -413,7 +407,7 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
               (same && !(r->flags & TXR_RETRANS) && seq_lt(r->start, c->rack_end))))
             continue;
         uint32_t e = same ? seq_min(r->end, c->rack_end) : r->end;
-        if (!unsacked(c, r->start, e))
+        if (!tcp_sack__unsacked(c, r->start, e))
             continue;
         int32_t left = tdiff(r->xmit_us + c->rack_rtt_us + reo, t);
         if (left > 0) {
@@ -423,7 +417,7 @@ static uint32_t rack_detect(struct tcp_shared *sh, struct tcp_conn *c, uint32_t 
         if (e != r->end && c->ntxr < tcp_txr_cap(c))
             split_at(c, e);            /* only the part below RACK.end_seq is older */
         r = &txr[i];
-        uint32_t n = unsacked(c, r->start, r->end);
+        uint32_t n = tcp_sack__unsacked(c, r->start, r->end);
         r->flags |= TXR_LOST | TXR_MARKED;
         c->st.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);
         sh->c.rack_lost += (n + tcp_output__data_mss(c) - 1) / tcp_output__data_mss(c);

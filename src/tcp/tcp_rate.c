@@ -8,12 +8,6 @@
 static inline uint32_t now_us(slip_time_t now) { return (uint32_t)(now / SLIP_USEC); }
 static inline int32_t tdiff(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
 
-/* Bytes of [s, e) the scoreboard does not cover (before this ACK's blocks are merged). */
-static inline uint32_t unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
-{
-    return tcp_sack__unsacked(c, s, e);
-}
-
 void tcp_rate__snapshot(struct tcp_conn *c, struct tcp_txrec *r, slip_time_t now)
 {
     r->rs_delivered = r->rs_delivered_us = r->rs_first_tx_us = 0;
@@ -61,11 +55,13 @@ void tcp_rate__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     int32_t newest_rtt_send = 0;
     bool have_rtt = false;
     const struct tcp_txrec *txr = tcp_txr(c);
-    for (unsigned i = 0; i < c->ntxr && i < tcp_txr_cap(c); i++) {
+    unsigned n = SLIP_MIN((unsigned)c->ntxr, tcp_txr_cap(c));
+    for (unsigned i = 0; i < n; i++) {
         const struct tcp_txrec *r = &txr[i];
         bool hit = false;
-        /* Newly cumulatively acknowledged, not SACKed before. */
-        if (seq_gt(ack, c->snd_una) && seq_lt(r->start, ack) && unsacked(c, r->start, seq_min(r->end, ack)))
+        /* Newly cumulatively acknowledged, not SACKed before (the scoreboard does not hold this
+         * ACK's blocks yet). */
+        if (seq_gt(ack, c->snd_una) && seq_lt(r->start, ack) && tcp_sack__unsacked(c, r->start, seq_min(r->end, ack)))
             hit = true;
         /* Newly SACKed. */
         for (unsigned k = 0; !hit && k < o->nsack && k < WIRE_TCP_MAX_SACK; k++) {
@@ -73,7 +69,7 @@ void tcp_rate__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
             if (!seq_lt(bs, be) || seq_gt(be, c->snd_max) || seq_leq(be, c->snd_una))
                 continue;
             uint32_t os = seq_max(bs, r->start), oe = seq_min(be, r->end);
-            if (seq_lt(os, oe) && unsacked(c, os, oe))
+            if (seq_lt(os, oe) && tcp_sack__unsacked(c, os, oe))
                 hit = true;
         }
         if (!hit)

@@ -207,14 +207,14 @@ void tcp_reass__add(struct ip_env *env, struct tcp_conn *c, uint32_t seq, slip_i
     m->next = *pp;
     *pp = pkt;
     run_track(run, &have, seq, seq + len);
-    if (m->next == SLIP_NIL) {
+    if (m->next == SLIP_NIL)
         c->ooo_tail = pkt;
-        c->ooo_tail_run = run->start;
-    }
     run_extend(pool, run, m->next);
+    /* The run reaching the tail (appended to it, or a hole below it filled): its start is the
+     * tail's run start now. */
     t = c->ooo_tail;
     if (t != SLIP_NIL && run->end == ooo_seq(pool, t) + ooo_len(pool, t))
-        c->ooo_tail_run = run->start;   /* it filled a hole below the tail: the tail's run grew */
+        c->ooo_tail_run = run->start;
     c->ooo_bytes += len;
     c->ooo_segs++;
     c->rcv_frames += nb;

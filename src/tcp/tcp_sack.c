@@ -27,13 +27,12 @@ static bool rblock_touches(const struct tcp_sack_block *a, const struct tcp_sack
     return seq_leq(a->start, b->end) && seq_leq(b->start, a->end);
 }
 
-static bool rblock_add(struct tcp_sack_block *out, unsigned *k, const struct tcp_sack_block *b)
+static void rblock_add(struct tcp_sack_block *out, unsigned *k, const struct tcp_sack_block *b)
 {
     for (unsigned q = 0; q < *k; q++)
         if (rblock_touches(&out[q], b))
-            return false;
+            return;
     out[(*k)++] = *b;
-    return true;
 }
 
 void tcp_sack__rcv_update(const struct pkt_pool *pool, struct tcp_conn *c, const struct tcp_sack_block *latest)
