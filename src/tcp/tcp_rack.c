@@ -286,6 +286,17 @@ bool tcp_rack__has_lost(const struct tcp_conn *c)
     return tcp_rack__next_lost(c, &s, &l);
 }
 
+/* Linux's lost_out > 0: something once marked lost, resent or not, is still neither
+ * acknowledged nor SACKed. */
+static bool lost_outstanding(const struct tcp_conn *c)
+{
+    const struct tcp_txrec *txr = tcp_txr(c);
+    for (unsigned i = 0; i < c->ntxr; i++)
+        if ((txr[i].flags & (TXR_LOST | TXR_MARKED)) && tcp_sack__unsacked(c, txr[i].start, txr[i].end))
+            return true;
+    return false;
+}
+
 /* ---- RACK (RFC 8985 §6.2) ---- */
 
 /* Is [xmit, end) sent after RACK.segment (RFC 8985 §6.2 RACK_sent_after)? */
@@ -365,11 +376,15 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
                 rack_update(c, r, oe, t, !fully_sacked(c, os, oe), false);
         }
     }
-    /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. */
+    /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. What
+     * was SACKed before was taken in then: its age now is the time the hole below it took to
+     * fill, not a round trip, and would stretch RACK.rtt (Linux's tcp_clean_rtx_queue skips
+     * SACKed segments too). */
     for (unsigned i = 0; i < c->ntxr && seq_lt(txr[i].start, ack); i++) {
         const struct tcp_txrec *r = &txr[i];
         uint32_t e = seq_min(r->end, ack);
-        rack_update(c, r, e, t, !fully_sacked(c, r->start, e), true);
+        if (!fully_sacked(c, r->start, e))
+            rack_update(c, r, e, t, true, true);
     }
 }
 
@@ -499,7 +514,11 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
         tcp_timer__set(sh, c, TT_REO, env->now + (slip_time_t)wait * SLIP_USEC + 1);
     else
         tcp_timer__stop(c, TT_REO);
-    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && tcp_rack__has_lost(c))
+    /* A loss still outstanding when the ACK that ended recovery arrives (data sent during that
+     * recovery, marked lost and resent in it) starts the next episode on the same ACK, as
+     * Linux's tcp_time_to_recover (lost_out): a new congestion event (RFC 5681 §3.1: one
+     * reduction per window that lost data). */
+    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && (tcp_rack__has_lost(c) || lost_outstanding(c)))
         enter_recovery(env, sh, c);
     /* PRR sets cwnd for the loss-based algorithms; a model-based one (BBR) sets it itself
      * from the same ACK (cong_control, after this). */

@@ -20,6 +20,9 @@
 #include "wire/ipv4.h"
 #include "wire/udp.h"
 
+#ifndef H_MAXSENT
+#define H_MAXSENT 256           /* frames one step may send; more are counted in sent_lost */
+#endif
 #ifndef H_NFRAMES
 #define H_NFRAMES 512           /* a test may define more before including this */
 #endif
@@ -41,9 +44,10 @@ struct harness {
     struct ctl_tables *t;
     struct ip_shared *ip;
     struct ip_env env;
-    slip_idx_t sent[256];
-    uint32_t sent_if[256];
+    slip_idx_t sent[H_MAXSENT];
+    uint32_t sent_if[H_MAXSENT];
     unsigned nsent;
+    uint64_t sent_lost;             /* frames sent past H_MAXSENT in one step, freed unseen */
 };
 
 static const uint8_t H_MAC[6] = { 0x02, 0, 0, 0, 0, 0x02 };
@@ -56,10 +60,11 @@ static inline be32 ip4(unsigned a, unsigned b, unsigned c, unsigned d)
 
 static inline void h_capture(struct harness *h, uint32_t ifindex, slip_idx_t pkt)
 {
-    if (h->nsent < 256) {
+    if (h->nsent < H_MAXSENT) {
         h->sent_if[h->nsent] = ifindex;
         h->sent[h->nsent++] = pkt;
     } else {
+        h->sent_lost++;
         pkt__free_chain(&h->pool, pkt);
     }
 }

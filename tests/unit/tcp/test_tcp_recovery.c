@@ -2,7 +2,8 @@
  * test_tcp_state.c, reduced to what these need): spurious-timeout and spurious-recovery undo
  * (RFC 3522 timestamps, RFC 2883/3708 D-SACK), RACK with a SACK of a few bytes (packetdrill
  * fr-4pkt-fack-last-byte), PRR on the ACK that starts recovery and RACK.rtt taken in Linux's
- * order after an ACK below SND.UNA (prr-ss-ack-below-snd_una-cubic),
+ * order after an ACK below SND.UNA (prr-ss-ack-below-snd_una-cubic) and without segments SACKed
+ * before a cumulative ACK, a recovery that restarts on its last ACK while a loss is still out,
  * HyStart++ (RFC 9406) and CUBIC's Reno-friendly region (RFC 9438 §4.3). */
 #include <math.h>
 
@@ -371,6 +372,79 @@ TEST(test_recovery_probe_when_acks_stop)
     ack(&s, una + 6 * mss, 0, NULL, 0);
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
+    st_fini(&s);
+}
+
+/* RACK.rtt after a hole fills: ten segments at t=0, the first lost, 1-9 SACKed at 10 ms; the
+ * retransmission (sent at 10 ms) is acknowledged cumulatively at 21 ms with 1-9. Those were taken
+ * in when SACKed; their age now (21 ms) is how long the hole took, not a round trip, and must
+ * not become RACK.rtt, or every loss after it waits that much longer to be seen (Linux's
+ * tcp_clean_rtx_queue advances RACK only for segments not SACKed before). */
+TEST(test_rack_rtt_skips_segments_sacked_before_the_cumulative_ack)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    send_bytes(&s, 10 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 10 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    CHECK(C(&s)->rack_rtt_us, ==, 10000);
+    s.env->now += 11 * SLIP_MSEC;
+    ack(&s, una + 10 * mss, 0, NULL, 0);
+    CHECK(C(&s)->rack_rtt_us, ==, 11000);      /* the retransmission's sample */
+    st_fini(&s);
+}
+
+/* A loss that outlives the recovery it was found in starts the next one on the ACK that ends
+ * the first (Linux's tcp_time_to_recover: lost_out): segment 0 lost, recovery to 10 segments;
+ * new segments 10 and on leave in it, 10 is lost and resent; the ACK that acknowledges 0-9 ends the
+ * first recovery with 10 still out, so a second begins on it. For BBR that is no new episode
+ * of packet conservation: cwnd stays where the ACK left it (no cut to what is in flight). */
+TEST(test_recovery_restarts_on_its_last_ack_while_a_loss_is_outstanding)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    C(&s)->srtt_us = 10000;
+    C(&s)->rttvar_us = 2500;
+    C(&s)->rto_us = 210000;
+    CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CONGESTION, TCP_CC_BBR), ==, 0);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    slip_time_t t0 = s.env->now;
+    send_bytes(&s, 10 * 1460);
+    advance(&s, 5 * SLIP_MSEC);                 /* the pacer lets all ten out */
+    CHECK(C(&s)->snd_max, ==, una + 10 * mss);
+    h_free_sent(&s.h);
+    s.env->now = t0 + 10 * SLIP_MSEC;
+    uint32_t b1[1][2] = { { una + mss, una + 10 * mss } };
+    ack(&s, una, 1, b1, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(C(&s)->st.recoveries, ==, 1);
+    send_bytes(&s, 10 * 1460);
+    advance(&s, 5 * SLIP_MSEC);
+    uint32_t hi = C(&s)->snd_max;               /* conservation: what 1-9 delivered, less 0 */
+    CHECK(seq_geq(hi, una + 14 * mss), ==, 1);
+    h_free_sent(&s.h);
+    s.env->now = t0 + 26 * SLIP_MSEC;           /* 11 and on arrive, 10 does not */
+    uint32_t b2[2][2] = { { una + 11 * mss, hi }, { una + mss, una + 10 * mss } };
+    ack(&s, una, 2, b2, 0);
+    advance(&s, 1 * SLIP_MSEC);
+    CHECK(sent_at(&s, una + 10 * mss, NULL), ==, 1);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    s.env->now += 2 * SLIP_MSEC;
+    uint32_t b3[1][2] = { { una + 11 * mss, hi } };
+    uint32_t cwnd = C(&s)->cwnd;
+    ack(&s, una + 10 * mss, 1, b3, 0);          /* 0 arrived: the first recovery's point */
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(C(&s)->st.recoveries, ==, 2);
+    CHECK(C(&s)->cwnd, >=, cwnd);
+    CHECK(C(&s)->cc.bbr.conservation, ==, 0);
     st_fini(&s);
 }
 
