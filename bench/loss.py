@@ -24,7 +24,8 @@ Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools
 (slip-delayfwd: AF_PACKET in, a timed FIFO, out) in the router, which also does the loss; they
 move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
 SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
-SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side.
+SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side;
+SLIP_LOSS_ALGOS=bbr leaves out the CUBIC senders (default "cubic,bbr").
 
 Receiver side (a second table): the same loss rates and RTTs, a kernel CUBIC sender in a to a
 receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
@@ -49,6 +50,9 @@ ROUNDS = int(os.environ.get("SLIP_LOSS_ROUNDS", "1"))
 FEED = os.environ.get("SLIP_LOSS_FEED", "file")
 # The kernel sender's algorithm in the receiver-side table (SLIP_LOSS_RECV_CC, default cubic).
 RECV_CC = os.environ.get("SLIP_LOSS_RECV_CC", "cubic")
+# Which sender pairs run (SLIP_LOSS_ALGOS, default "cubic,bbr"): "bbr" alone skips the CUBIC
+# transfers, which at 50 ms and 3-5 % loss take minutes each.
+ALGOS = [x for x in os.environ.get("SLIP_LOSS_ALGOS", "cubic,bbr").split(",") if x]
 
 
 def log(msg):
@@ -231,11 +235,13 @@ def point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
         k_runs, s_runs, b_runs, sb_runs = [], [], [], []
         for i in range(ROUNDS):
             seed = 100 + i
-            for name, fn, runs in (("kernel cubic", lambda: kernel_send(tcp, tb, nbytes, seed, "cubic"), k_runs),
-                                   ("kernel bbr  ", lambda: kernel_send(tcp, tb, nbytes, seed, "bbr"), b_runs),
-                                   ("stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs),
-                                   ("stack bbr   ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed, "bbr"),
-                                    sb_runs)):
+            for algo, name, fn, runs in (
+                    ("cubic", "kernel cubic", lambda: kernel_send(tcp, tb, nbytes, seed, "cubic"), k_runs),
+                    ("bbr", "kernel bbr  ", lambda: kernel_send(tcp, tb, nbytes, seed, "bbr"), b_runs),
+                    ("cubic", "stack       ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed), s_runs),
+                    ("bbr", "stack bbr   ", lambda: stack_send(tcp, tb, str(tool), nbytes, seed, "bbr"), sb_runs)):
+                if algo not in ALGOS:
+                    continue
                 t0 = time.monotonic()
                 x = fn()
                 log(f"{pct}% {rtt_ms} ms {name} round {i}: {x} ({time.monotonic() - t0:.1f} s)")
@@ -272,15 +278,22 @@ def run(repo, build_dir, quick=False, prefix="slb"):
             n = nbytes_rtt if rtt else nbytes
             k_runs, s_runs, b_runs, sb_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
             ok = all(x["ok"] for x in k_runs + s_runs + b_runs + sb_runs)
-            km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
-            bm, sbm = med(b_runs, "mibs"), med(sb_runs, "mibs")
-            rows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | "
-                        f"{sm / km:.2f} | "
-                        f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
-                        f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
-                        f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} | "
-                        f"{bm:.2f} | {sbm:.2f} | {sbm / bm if bm else 0:.2f} | "
-                        f"{med(b_runs, 'rto'):.0f} / {med(sb_runs, 'rto'):.0f} |" + ("" if ok else " FAILED |"))
+            cub = bbr = "| - | - | - | - | - | - "
+            if k_runs:
+                km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
+                cub = (f"| {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
+                       f"{med(k_runs, 'retrans'):.0f} / {med(s_runs, 'retrans'):.0f} | "
+                       f"{med(k_runs, 'rto'):.0f} / {med(s_runs, 'rto'):.0f} | "
+                       f"{med(k_runs, 'tlp'):.0f} / {med(s_runs, 'tlp'):.0f} ")
+            if b_runs:
+                bm, sbm = med(b_runs, "mibs"), med(sb_runs, "mibs")
+                bbr = (f"| {bm:.2f} | {sbm:.2f} | {sbm / bm if bm else 0:.2f} | "
+                       f"{med(b_runs, 'retrans'):.0f} / {med(sb_runs, 'retrans'):.0f} | "
+                       f"{med(b_runs, 'rto'):.0f} / {med(sb_runs, 'rto'):.0f} ")
+            else:
+                bbr = "| - | - | - | - | - "
+            rows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} " + cub + bbr + "|"
+                        + ("" if ok else " FAILED |"))
     rrows = []
     # SLIP_LOSS_RECV=0 skips the receiver-side table (sender-side A/B runs are shorter).
     for rtt, pct in ([(r, p) for r in rtts for p in rates] if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
@@ -299,6 +312,7 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     head = (f"b -> a (kernel receiver), loss at the router each way, median of {ROUNDS} run(s)\n\n"
             "| loss each way | RTT | MiB | kernel CUBIC sender MiB/s | slipstream (CUBIC) sender MiB/s | ratio | "
             "retransmits kernel / slip | RTO expiries kernel / slip | loss probes kernel / slip | "
-            "kernel BBR MiB/s | slipstream BBR MiB/s | ratio BBR | RTO expiries kernel BBR / slip BBR |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "kernel BBR MiB/s | slipstream BBR MiB/s | ratio BBR | retransmits kernel BBR / slip BBR | "
+            "RTO expiries kernel BBR / slip BBR |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "\n".join(rows) + "\n" + rhead + "\n".join(rrows) + "\n"

@@ -139,6 +139,7 @@ struct tcp_rate {
     uint64_t app_limited;     /* C.app_limited: end of the app-limited phase in delivered bytes, 0: none */
     uint32_t delivered_us;    /* C.delivered_time */
     uint32_t first_tx_us;     /* C.first_sent_time */
+    uint32_t rwnd_held;       /* nonzero: the peer's window held data back since BBR's last round start */
 };
 
 /* ECN state of a connection (RFC 3168, tcp_ecn.c). */

@@ -332,6 +332,15 @@ static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t le
  * want of data the buffer could not take. That limit ends when a third of the buffer is free
  * again (Linux's sk_stream_write_space clears SOCK_NOSPACE there). Time the buffer is full
  * while cwnd keeps the data queued is busy time, not this. */
+/* Data waits that cwnd would let out but the peer's receive window does not. */
+static bool rwnd_held(const struct tcp_conn *c, uint32_t data_end, uint32_t dmss)
+{
+    if (!seq_lt(c->snd_nxt, data_end))
+        return false;
+    uint32_t next = SLIP_MIN(data_end - c->snd_nxt, dmss);
+    return tcp_flight(c) + next <= c->cwnd && seq_gt(c->snd_nxt + next, c->snd_una + c->snd_wnd);
+}
+
 static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, bool sent, slip_time_t now)
 {
     if (c->sndbuf_full && c->sndbuf - SLIP_MIN(c->sndq.bytes, c->sndbuf) >= c->sndq.bytes / 2) {
@@ -344,13 +353,7 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
     }
     if (c->chrono_type == TCP_CHRONO_NONE)
         tcp_chrono__start(c, TCP_CHRONO_BUSY, now);
-    bool rwnd = false;
-    if (seq_lt(c->snd_nxt, data_end)) {
-        uint32_t next = SLIP_MIN(data_end - c->snd_nxt, dmss);
-        bool cwnd_room = tcp_flight(c) + next <= c->cwnd;
-        rwnd = cwnd_room && seq_gt(c->snd_nxt + next, c->snd_una + c->snd_wnd);
-    }
-    if (rwnd)
+    if (rwnd_held(c, data_end, dmss))
         tcp_chrono__start(c, TCP_CHRONO_RWND, now);
     else
         tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
@@ -556,6 +559,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
     if (was_idle && sent_new)
         c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
     chrono_update(c, data_end, dmss, sent, env->now);
+    if (tcp_rate__on(c) && rwnd_held(c, data_end, dmss))
+        c->rate.rwnd_held = 1;      /* for BBR's STARTUP exit (cc/bbr.c check_full_pipe) */
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */
         if (!tcp_timer__armed(c, TT_REXMT) || c->timer[TT_REXMT] > env->now + TCP_RTO_MIN)

@@ -177,7 +177,12 @@ static bool next_cycle_phase(const struct tcp_conn *c, const struct tcp_rate_sam
 }
 
 /* §4.3.2.2 BBRCheckFullPipe: STARTUP ends once three rounds in a row (not app-limited) failed
- * to raise the bandwidth by a quarter. */
+ * to raise the bandwidth by a quarter. A round in which the peer's receive window held the
+ * sender back while the path showed no queue does not count either: the plateau was the
+ * receiver's, not the path's. A receiver whose application waits on holes at 3-5 % loss opens
+ * its window slowly; Linux's BBR, which counts such rounds, can leave STARTUP there at a tenth
+ * of the path's rate and then grows by a quarter per eight rounds. Once STARTUP's excess queues
+ * at a bottleneck (RTT a quarter above RTprop) the rounds count again, window or not. */
 static void check_full_pipe(struct tcp_conn *c, const struct tcp_rate_sample *rs)
 {
     struct tcp_bbr *b = &c->cc.bbr;
@@ -188,6 +193,8 @@ static void check_full_pipe(struct tcp_conn *c, const struct tcp_rate_sample *rs
         b->full_bw_count = 0;
         return;
     }
+    if (b->rwnd_round)
+        return;
     if (++b->full_bw_count >= BBR_FULL_BW_ROUNDS)
         b->filled_pipe = 1;
 }
@@ -307,6 +314,12 @@ static void bbr_control(struct tcp_conn *c, const struct tcp_rate_sample *rs, sl
         b->next_round_delivered = c->rate.delivered;
         b->round_count++;
         b->round_start = 1;
+        /* Held by the peer's window, and no queue on the path (RACK.rtt, the RTT of the
+         * segment delivered last, retransmissions included, within a quarter of RTprop): the
+         * round says nothing about the path's rate. */
+        b->rwnd_round = c->rate.rwnd_held && c->rack_rtt_us && b->min_rtt_us &&
+                        (uint64_t)c->rack_rtt_us * 4 < (uint64_t)b->min_rtt_us * 5;
+        c->rate.rwnd_held = 0;
     }
     /* §4.1.1.4-5: an app-limited sample counts only when it raises the estimate. */
     uint64_t bw = tcp_rate__bps(rs);

@@ -45,6 +45,7 @@ struct tcp_bbr {
     uint8_t probe_rtt_round_done;
     uint8_t prev_state;         /* TCP_CA_* the last ACK saw (for recovery entry and exit) */
     uint8_t idle_restart;
+    uint8_t rwnd_round;         /* the peer's window held the sender in the round just ended */
 };
 
 /* Per-connection algorithm state, kept inside struct tcp_conn (shared memory: no pointers). */

@@ -1,5 +1,6 @@
 /* BBR (cc/bbr.c), its delivery-rate sampler (tcp_rate.c) and the pacer (tcp_output.c): the
  * sampler's rate on a steady ACK clock and its app-limited marks (driven by hand, no packets);
+ * STARTUP's exit when the peer's receive window held the sender (by hand);
  * BBR against CUBIC through a simulated bottleneck with random loss (two stacks, virtual time);
  * the state machine through STARTUP, DRAIN, PROBE_BW and PROBE_RTT; the pacing bound; and the
  * TCP_CONGESTION option. */
@@ -107,6 +108,55 @@ TEST(test_rate_app_limited_marks)
     /* Nor with segments marked lost waiting to be resent. */
     tcp_rate__check_app_limited(c, c->snd_max, 1000, true);
     CHECK(c->rate.app_limited, ==, 0);
+    free(sh);
+}
+
+/* STARTUP's exit (§4.3.2.2) with the peer's window in the way: rounds whose delivery rate did
+ * not grow, with the sender held by the receive window (tcp_output sets rate.rwnd_held) and no
+ * queue on the path (RACK.rtt at RTprop), do not count towards the three that end STARTUP; the
+ * same rounds with RACK.rtt a quarter above RTprop (a queue: the pipe is full) do. Driven by
+ * hand: one ACK per round, each closing it, all at the same rate. */
+static void flat_round(struct tcp_conn *c, uint64_t *delivered, slip_time_t *now, bool held, uint32_t rack_rtt)
+{
+    struct tcp_rate_sample rs;
+    memset(&rs, 0, sizeof(rs));
+    rs.have_prior = 1;
+    rs.prior_delivered = *delivered;
+    rs.delivered = 50000;                   /* 50 kB over 50 ms: 1 MB/s every round */
+    rs.interval_us = 50000;
+    rs.acked_sacked = 1000;
+    rs.rtt_us = 50000;
+    rs.ca_state = TCP_CA_OPEN;
+    *delivered += 50000;
+    c->rate.delivered = *delivered;
+    c->rate.rwnd_held = held;
+    c->rack_rtt_us = rack_rtt;
+    *now += 50 * SLIP_MSEC;
+    tcp_cc__get(TCP_CC_BBR)->cong_control(c, &rs, *now);
+}
+
+TEST(test_bbr_startup_ignores_rounds_held_by_the_receive_window)
+{
+    struct tcp_shared *sh;
+    struct tcp_conn *c = bbr_conn(&sh);
+    uint64_t delivered = 0;
+    slip_time_t now = 10 * SLIP_SEC;
+    for (int i = 0; i < 8; i++)             /* held, no queue: STARTUP goes on */
+        flat_round(c, &delivered, &now, true, 50000);
+    CHECK(c->cc.bbr.min_rtt_us, ==, 50000);
+    CHECK(c->cc.bbr.filled_pipe, ==, 0);
+    CHECK(c->cc.bbr.mode, ==, TCP_BBR_STARTUP);
+    for (int i = 0; i < 3; i++)             /* held, but queueing: the pipe is full */
+        flat_round(c, &delivered, &now, true, 64000);
+    CHECK(c->cc.bbr.filled_pipe, ==, 1);
+    CHECK(c->cc.bbr.mode, !=, TCP_BBR_STARTUP);
+    free(sh);
+
+    c = bbr_conn(&sh);                      /* not held: three flat rounds end STARTUP */
+    delivered = 0;
+    for (int i = 0; i < 4; i++)
+        flat_round(c, &delivered, &now, false, 50000);
+    CHECK(c->cc.bbr.filled_pipe, ==, 1);
     free(sh);
 }
 
