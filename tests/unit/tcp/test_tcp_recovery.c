@@ -79,6 +79,14 @@ static void st_active(struct st *s, bool ts)
     h_free_sent(&s->h);
 }
 
+/* SRTT 10 ms, RTTVAR 2.5 ms, and the RTO far (210 ms): probes and RACK act long before it. */
+static void st_timing(struct st *s)
+{
+    C(s)->srtt_us = 10000;
+    C(s)->rttvar_us = 2500;
+    C(s)->rto_us = 210000;
+}
+
 static void send_bytes(struct st *s, size_t n)
 {
     static char buf[64 * 1460];
@@ -340,9 +348,7 @@ TEST(test_recovery_probe_when_acks_stop)
     struct st s;
     st_init(&s);
     st_active(&s, false);
-    C(&s)->srtt_us = 10000;
-    C(&s)->rttvar_us = 2500;
-    C(&s)->rto_us = 210000;
+    st_timing(&s);
     send_bytes(&s, 6 * 1460);
     uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
     h_free_sent(&s.h);
@@ -385,8 +391,7 @@ TEST(test_rack_rtt_skips_segments_sacked_before_the_cumulative_ack)
     struct st s;
     st_init(&s);
     st_active(&s, false);
-    C(&s)->srtt_us = 10000;
-    C(&s)->rttvar_us = 2500;
+    st_timing(&s);
     send_bytes(&s, 10 * 1460);
     uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
     h_free_sent(&s.h);
@@ -411,9 +416,7 @@ TEST(test_recovery_restarts_on_its_last_ack_while_a_loss_is_outstanding)
     struct st s;
     st_init(&s);
     st_active(&s, false);
-    C(&s)->srtt_us = 10000;
-    C(&s)->rttvar_us = 2500;
-    C(&s)->rto_us = 210000;
+    st_timing(&s);
     CHECK(tcp_conn__setopt(s.env, s.sh, s.c, TCPO_CONGESTION, TCP_CC_BBR), ==, 0);
     uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
     slip_time_t t0 = s.env->now;
@@ -456,9 +459,7 @@ TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
     struct st s;
     st_init(&s);
     st_active(&s, false);
-    C(&s)->srtt_us = 10000;
-    C(&s)->rttvar_us = 2500;
-    C(&s)->rto_us = 210000;
+    st_timing(&s);
     send_bytes(&s, 6 * 1460);
     uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
     h_free_sent(&s.h);
@@ -489,9 +490,7 @@ static void frto_setup(struct st *s, uint32_t *una, uint32_t *mss, uint32_t *cwn
 {
     st_init(s);
     st_active(s, false);
-    C(s)->srtt_us = 10000;
-    C(s)->rttvar_us = 2500;
-    C(s)->rto_us = 210000;
+    st_timing(s);
     send_bytes(s, 10 * 1460);
     *mss = tcp_output__data_mss(C(s));
     *una = s->iss + 1;
