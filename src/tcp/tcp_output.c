@@ -325,13 +325,6 @@ static bool may_send_partial(const struct tcp_conn *c, uint32_t len, uint32_t le
     return false;
 }
 
-/* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
- * data waits that cwnd would let out but the peer's window does not; limited by the send buffer
- * (Linux tcp_cwnd_validate) from a send after which nothing queued is left unsent, cwnd was not
- * what held the sender back, and the writer had found the buffer full: the path then idles for
- * want of data the buffer could not take. That limit ends when a third of the buffer is free
- * again (Linux's sk_stream_write_space clears SOCK_NOSPACE there). Time the buffer is full
- * while cwnd keeps the data queued is busy time, not this. */
 /* Data waits that cwnd would let out but the peer's receive window does not. */
 static bool rwnd_held(const struct tcp_conn *c, uint32_t data_end, uint32_t dmss)
 {
@@ -341,7 +334,14 @@ static bool rwnd_held(const struct tcp_conn *c, uint32_t data_end, uint32_t dmss
     return tcp_flight(c) + next <= c->cwnd && seq_gt(c->snd_nxt + next, c->snd_una + c->snd_wnd);
 }
 
-static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, bool sent, slip_time_t now)
+/* Linux's chrono for TCP_INFO: busy while data is queued; limited by the receive window while
+ * data waits that cwnd would let out but the peer's window does not; limited by the send buffer
+ * (Linux tcp_cwnd_validate) from a send after which nothing queued is left unsent, cwnd was not
+ * what held the sender back, and the writer had found the buffer full: the path then idles for
+ * want of data the buffer could not take. That limit ends when a third of the buffer is free
+ * again (Linux's sk_stream_write_space clears SOCK_NOSPACE there). Time the buffer is full
+ * while cwnd keeps the data queued is busy time, not this. */
+static void chrono_update(struct tcp_conn *c, uint32_t data_end, bool by_rwnd, bool sent, slip_time_t now)
 {
     if (c->sndbuf_full && c->sndbuf - SLIP_MIN(c->sndq.bytes, c->sndbuf) >= c->sndq.bytes / 2) {
         c->sndbuf_full = 0;
@@ -353,7 +353,7 @@ static void chrono_update(struct tcp_conn *c, uint32_t data_end, uint32_t dmss, 
     }
     if (c->chrono_type == TCP_CHRONO_NONE)
         tcp_chrono__start(c, TCP_CHRONO_BUSY, now);
-    if (rwnd_held(c, data_end, dmss))
+    if (by_rwnd)
         tcp_chrono__start(c, TCP_CHRONO_RWND, now);
     else
         tcp_chrono__stop(c, TCP_CHRONO_RWND, now);
@@ -558,8 +558,9 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         tcp_rate__check_app_limited(c, data_end, dmss, sack_rec && tcp_rack__has_lost(c));
     if (was_idle && sent_new)
         c->rtx_stamp = env->now;    /* TCP_USER_TIMEOUT counts from here (tcp_timer.c) */
-    chrono_update(c, data_end, dmss, sent, env->now);
-    if (tcp_rate__on(c) && rwnd_held(c, data_end, dmss))
+    bool by_rwnd = rwnd_held(c, data_end, dmss);
+    chrono_update(c, data_end, by_rwnd, sent, env->now);
+    if (by_rwnd && tcp_rate__on(c))
         c->rate.rwnd_held = 1;      /* for BBR's STARTUP exit (cc/bbr.c check_full_pipe) */
     if (rc == -ENOBUFS || rc == -EMSGSIZE) {
         /* No frame now (or a smaller MTU): retry from the retransmission timer soon. */

@@ -287,7 +287,7 @@ bool tcp_rack__has_lost(const struct tcp_conn *c)
 }
 
 /* Linux's lost_out > 0: something once marked lost, resent or not, is still neither
- * acknowledged nor SACKed. */
+ * acknowledged nor SACKed (what tcp_rack__has_lost finds, waiting to be resent, included). */
 static bool lost_outstanding(const struct tcp_conn *c)
 {
     const struct tcp_txrec *txr = tcp_txr(c);
@@ -518,7 +518,7 @@ void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_c
      * recovery, marked lost and resent in it) starts the next episode on the same ACK, as
      * Linux's tcp_time_to_recover (lost_out): a new congestion event (RFC 5681 §3.1: one
      * reduction per window that lost data). */
-    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && (tcp_rack__has_lost(c) || lost_outstanding(c)))
+    if (!(c->flags & (TCPF_RECOVERY | TCPF_LOSS)) && lost_outstanding(c))
         enter_recovery(env, sh, c);
     /* PRR sets cwnd for the loss-based algorithms; a model-based one (BBR) sets it itself
      * from the same ACK (cong_control, after this). */
