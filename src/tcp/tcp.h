@@ -250,6 +250,7 @@ struct tcp_conn {
     uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
     uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding,
                                * 3 recovery probe outstanding (tcp_rack.c) */
+    uint8_t rprobes;          /* loss probes of the current silence (tcp_rack.c probe_again_later) */
     uint8_t ecn;              /* TCP_ECN_* (tcp_ecn.c) */
     uint32_t tlp_end;         /* RFC 8985 TLP.end_seq */
     uint32_t ecn_high;        /* RFC 3168 §6.1.2: no second reduction before SND.UNA passes it */

@@ -10,6 +10,7 @@
 #define DUPTHRESH     3
 #define TLP_WCDELACK  (200 * SLIP_MSEC)   /* RFC 8985 §7.2 WCDelAckT */
 #define TLP_MIN       (2 * SLIP_MSEC)     /* Linux TCP_TIMEOUT_MIN */
+#define RPROBE_MAX    4                   /* loss probes per silence (probe_again_later) */
 
 static inline uint32_t now_us(slip_time_t now) { return (uint32_t)(now / SLIP_USEC); }
 static inline int32_t tdiff(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
@@ -577,6 +578,21 @@ void tcp_rack__on_rto(struct tcp_conn *c)
 
 /* ---- Tail Loss Probe (RFC 8985 §7) ---- */
 
+/* §7.2's PTO: 2 SRTT, and room for a delayed ACK when one segment is outstanding. Not for the
+ * recovery probe: in recovery the receiver has just seen a hole, and RFC 5681 §4.2 has it
+ * acknowledge a segment that fills one at once (Linux's receiver also takes quick ACKs after
+ * out-of-order data); waiting 200 ms more for a lone lost retransmission or tail there cost
+ * a transfer of 8 MiB at ~0.1 ms three times its length. */
+static slip_time_t pto_interval(const struct tcp_conn *c)
+{
+    slip_time_t pto = c->srtt_us ? 2 * (slip_time_t)c->srtt_us * SLIP_USEC : SLIP_SEC;
+    if (c->snd_max - c->snd_una <= tcp_output__data_mss(c) && !(c->flags & (TCPF_RECOVERY | TCPF_LOSS)))
+        pto += TLP_WCDELACK;            /* the one segment may wait for a delayed ACK */
+    else
+        pto += TLP_MIN;
+    return pto;
+}
+
 void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     /* §7.2: with something outstanding and no probe already out; outside recovery, not after a
@@ -587,12 +603,7 @@ void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tc
         tcp_timer__stop(c, TT_PTO);
         return;
     }
-    slip_time_t pto = c->srtt_us ? 2 * (slip_time_t)c->srtt_us * SLIP_USEC : SLIP_SEC;
-    if (c->snd_max - c->snd_una <= tcp_output__data_mss(c))
-        pto += TLP_WCDELACK;            /* the one segment may wait for a delayed ACK */
-    else
-        pto += TLP_MIN;
-    slip_time_t when = env->now + pto;
+    slip_time_t when = env->now + pto_interval(c);
     /* §7.2: the PTO never waits longer than the RTO would; as Linux, the probe then takes the
      * RTO's place (it fires just before it and restarts it), so a single lost segment costs a
      * probe instead of a timeout that collapses cwnd. */
@@ -601,26 +612,34 @@ void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tc
     tcp_timer__set(sh, c, TT_PTO, when);
 }
 
-/* The highest unSACKed range below SND.MAX, at most one segment (RFC 8985 §7.3's "highest
- * sequence segment", skipping what the receiver already holds). */
-static bool highest_unsacked(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
+/* The first hole: from SND.UNA to the first SACKed byte (or SND.MAX), at most one segment. */
+static bool first_hole(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
 {
-    uint32_t end = c->snd_max;
-    for (int i = (int)c->nsb - 1; i >= 0; i--) {
-        if (seq_geq(tcp_sb(c)[i].end, end) && seq_lt(tcp_sb(c)[i].start, end))
-            end = tcp_sb(c)[i].start;
-        else if (seq_lt(tcp_sb(c)[i].end, end))
-            break;
-    }
-    if (!seq_gt(end, c->snd_una))
+    if (!seq_gt(c->snd_max, c->snd_una))
         return false;
-    uint32_t start = c->snd_una;
-    for (unsigned i = 0; i < c->nsb; i++)
-        if (seq_leq(tcp_sb(c)[i].end, end))
-            start = seq_max(start, tcp_sb(c)[i].end);
-    *len = SLIP_MIN(end - start, tcp_output__data_mss(c));
-    *seq = end - *len;
+    uint32_t end = c->snd_max;
+    if (c->nsb && seq_gt(tcp_sb(c)[0].start, c->snd_una))
+        end = seq_min(end, tcp_sb(c)[0].start);
+    *seq = c->snd_una;
+    *len = SLIP_MIN(end - c->snd_una, tcp_output__data_mss(c));
     return true;
+}
+
+/* A probe that no ACK answers is followed by another, up to RPROBE_MAX in one silence, each
+ * after twice the previous wait (RFC 9002 §6.2.1's backoff), as long as it comes before the RTO
+ * the first one restarted. RFC 8985 §7 sends one probe and leaves the rest to the RTO; but
+ * when the probe or the only ACK left to come is lost (at 3-5 % loss each way one time in ten),
+ * the RTO (200 ms at least) costs more than the whole transfer does on a short path, and
+ * collapses cwnd. The RTO still ends a silence that outlasts the probes, so a dead path sees
+ * at most RPROBE_MAX probes per RTO; an ACK that delivers nothing (a receiver dropping the
+ * probe) neither ends the series nor arms more, so probes never feed on their own ACKs. */
+static void probe_again_later(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (++c->rprobes >= RPROBE_MAX)
+        return;
+    slip_time_t when = env->now + (pto_interval(c) << c->rprobes);
+    if (!tcp_timer__armed(c, TT_REXMT) || when < c->timer[TT_REXMT])
+        tcp_timer__set(sh, c, TT_PTO, when);
 }
 
 /* A probe in fast recovery or after a timeout (not in RFC 8985, which arms the PTO only in the
@@ -628,12 +647,18 @@ static bool highest_unsacked(const struct tcp_conn *c, uint32_t *seq, uint32_t *
  * clocks its retransmissions out with ACKs, and with a small window one lost ACK, or one lost
  * retransmission with nothing sent after it, leaves no ACK to come, so the sender would wait
  * for the RTO (200 ms or more, backed off after a timeout) although the connection could go on.
- * When no ACK came for a PTO, one segment leaves: what is marked lost first, else new data the
- * receive window allows, else the highest unSACKed segment. Its ACK carries the cumulative
- * ACK that was lost, or its SACK lets RACK find the lost retransmission (RFC 8985 §6.2 step
- * 5). cwnd is not touched: the probe is outside it, one per silence, and the RTO follows it. */
+ * When no ACK came for a PTO, one segment leaves: what is marked lost and not yet resent first,
+ * else the first hole again (from SND.UNA). In a silence of two round trips in recovery the
+ * retransmission that fills the first hole is the likeliest loss: sending it again repairs it
+ * outright, and if only ACKs were lost its ACK carries the cumulative ACK that was lost.
+ * (The highest unSACKed segment, RFC 8985 §7.3's choice for the open state, would let RACK
+ * find the lost retransmission only a round trip later, and when it is the FIN alone it
+ * cannot be SACKed at all: probes of it taught nothing and the RTO followed.) cwnd is not
+ * touched: the probe is outside it. The first probe of a silence restarts the RTO (§7.3); more
+ * follow while no ACK delivers anything (probe_again_later). */
 static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
+    bool repeat = c->tlp_state == 3;
     uint32_t dmss = tcp_output__data_mss(c);
     uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
     uint32_t wend = c->snd_una + c->snd_wnd;
@@ -644,13 +669,11 @@ static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp
     if (c->undo.frto == 1) {
         /* F-RTO step 2 waits for the ACK of the timeout's retransmission: send that again, so
          * that no other original is retransmitted before RFC 5682 §3 judges the timeout. */
-        seq = c->snd_una;
-        len = c->nsb && seq_gt(tcp_sb(c)[0].start, seq) ? tcp_sb(c)[0].start - seq : c->snd_max - seq;
-        found = true;
+        found = first_hole(c, &seq, &len);
     } else if (c->undo.frto == 2) {
         found = false;                  /* step 3: new data (below) */
     } else {
-        found = tcp_rack__next_lost(c, &seq, &len) || highest_unsacked(c, &seq, &len);
+        found = tcp_rack__next_lost(c, &seq, &len) || first_hole(c, &seq, &len);
     }
     if (found) {
         len = SLIP_MIN(len, dmss);
@@ -670,28 +693,36 @@ static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp
             c->st.bytes_out += len;
         }
     }
-    if (rc == 0) {
-        c->tlp_state = 3;
-        c->st.recovery_probes++;
-        sh->c.recovery_probes++;
+    if (!repeat) {
+        c->rprobes = 0;
+        tcp_timer__rexmt_restart(env, sh, c);
     }
-    tcp_timer__rexmt_restart(env, sh, c);
+    if (rc != 0)
+        return;
+    c->tlp_state = 3;
+    c->st.recovery_probes++;
+    sh->c.recovery_probes++;
+    probe_again_later(env, sh, c);
 }
 
 void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
-    if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state)
+    if (!sack_capable(c) || c->snd_una == c->snd_max)
         return;
     if (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) {
-        recovery_probe(env, sh, c);
+        if (c->tlp_state == 0 || c->tlp_state == 3)
+            recovery_probe(env, sh, c);
         return;
     }
+    /* A probe is out and no ACK has acknowledged anything since (one that does stops this
+     * timer: tcp_rack__schedule_pto): the last segment again (probe_again_later). */
+    bool repeat = c->tlp_state != 0;
     uint32_t dmss = tcp_output__data_mss(c);
     uint32_t data_end = c->snd_q_seq + c->sndq.bytes;
     uint32_t wend = c->snd_una + c->snd_wnd;
     int rc = -1;
     /* §7.3: new data if the receive window allows, else the last segment again. */
-    if (seq_lt(c->snd_max, data_end) && seq_lt(c->snd_max, wend) && !(c->flags & TCPF_FIN_SENT)) {
+    if (!repeat && seq_lt(c->snd_max, data_end) && seq_lt(c->snd_max, wend) && !(c->flags & TCPF_FIN_SENT)) {
         uint32_t seq = c->snd_max;
         uint32_t len = SLIP_MIN(SLIP_MIN(dmss, data_end - seq), wend - seq);
         uint8_t f = WIRE_TCP_ACK | (seq + len == data_end ? WIRE_TCP_PSH : 0);
@@ -708,15 +739,20 @@ void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
         if (seq_lt(dend, c->snd_q_seq))
             len = 0;
         rc = tcp_output__segment(env, sh, c, dend - len, len, WIRE_TCP_ACK | (fin ? WIRE_TCP_FIN : 0));
-        if (rc == 0)
+        if (rc == 0 && !repeat)
             c->tlp_state = 2;
     }
+    if (!repeat)
+        tcp_timer__rexmt_restart(env, sh, c);   /* §7.3: the RTO follows the probe */
     if (rc == 0) {
-        c->tlp_end = c->snd_max;
+        if (!repeat) {
+            c->tlp_end = c->snd_max;
+            c->rprobes = 0;
+        }
         c->st.tlp_probes++;
         sh->c.tlp_probes++;
+        probe_again_later(env, sh, c);
     }
-    tcp_timer__rexmt_restart(env, sh, c);   /* §7.3: the RTO follows the probe */
 }
 
 /* §7.4 as Linux (tcp_process_tlp_ack): a D-SACK for the probe (RFC 2883: a first block below the

@@ -299,11 +299,22 @@ slip_time_t tcp_timer__poll(struct ip_env *env, struct tcp_shared *sh)
         struct tcp_conn *c = &sh->conns[i];
         if (c->rcvbuf == 0)
             continue;
-        for (int k = 0; k < TT_NTIMERS && c->rcvbuf; k++) {
-            if (c->timer[k] <= env->now) {
-                c->timer[k] = SLIP_TIME_NEVER;
-                handlers[k](env, sh, c);
-            }
+        /* Due timers run in deadline order (the lower index first on a tie), each at most once
+         * per poll: a poll that comes late finds several due, and order matters. The tail loss
+         * probe that takes the RTO's place is set just before it (tcp_rack.c): run by index,
+         * the RTO (index 0) would fire first and collapse cwnd although the probe was due. */
+        unsigned fired = 0;
+        while (c->rcvbuf) {
+            int due = -1;
+            for (int k = 0; k < TT_NTIMERS; k++)
+                if (!(fired & (1u << k)) && c->timer[k] <= env->now &&
+                    (due < 0 || c->timer[k] < c->timer[due]))
+                    due = k;
+            if (due < 0)
+                break;
+            fired |= 1u << due;
+            c->timer[due] = SLIP_TIME_NEVER;
+            handlers[due](env, sh, c);
         }
         if (c->rcvbuf == 0)
             continue;

@@ -189,15 +189,18 @@ TEST(test_ecn_sender_reduces_once_per_window_and_sends_cwr)
     }
     CHECK(cwr, ==, 1);                          /* on the first new segment only */
     CHECK(ect, ==, 2);
-    /* The RTO's retransmission leaves Not-ECT. */
+    /* No ACK comes: the loss probes' and the RTO's retransmissions leave Not-ECT. */
     h_free_sent(&s.h);
-    s.env->now += 2 * SLIP_SEC;
-    tcp_timer__poll(s.env, s.sh);
+    for (int i = 0; i < 2000; i++) {
+        s.env->now += SLIP_MSEC;
+        tcp_timer__poll(s.env, s.sh);
+    }
+    CHECK(C(&s)->st.rto_expiries, >=, 1);
     struct tout o;
     bool found = false;
     for (unsigned i = 0; i < s.h.nsent; i++)
-        if (t_sent(&s.h, i, &o) && o.len && o.th.seq == una + 8 * mss) {
-            found = true;
+        if (t_sent(&s.h, i, &o) && o.len) {
+            found |= o.th.seq == una + 8 * mss;
             CHECK(o.tos & 3, ==, 0);
         }
     CHECK(found, ==, true);

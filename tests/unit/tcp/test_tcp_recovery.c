@@ -155,8 +155,10 @@ TEST(test_rto_spurious_by_timestamp_is_undone)
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     CHECK(C(&s)->cwnd, ==, mss);
     uint32_t rxt_ts = 0;
-    /* The timeout's retransmission, and the recovery probe's copy of it a PTO later. */
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 2);
+    /* The timeout's retransmission, and the recovery probes' copies of it: a PTO later, then
+     * 2, 4 and 8 PTO after each other (RPROBE_MAX), all unanswered. */
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 5);
+    CHECK(C(&s)->st.recovery_probes, ==, 4);
     CHECK(seq_gt(rxt_ts, orig_ts), ==, 1);
     ack(&s, una + 10 * mss, 0, NULL, orig_ts);
     CHECK(C(&s)->st.undos, ==, 1);
@@ -179,7 +181,7 @@ TEST(test_rto_real_loss_is_not_undone)
     h_free_sent(&s.h);
     advance(&s, 300 * SLIP_MSEC);
     uint32_t rxt_ts = 0;
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 2);     /* the timeout's, the recovery probe's */
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 5);     /* the timeout's, four recovery probes' */
     ack(&s, una + 10 * mss, 0, NULL, rxt_ts);
     CHECK(C(&s)->st.undos, ==, 0);
     CHECK(s.sh->c.spurious_rto, ==, 0);
@@ -341,8 +343,11 @@ TEST(test_recovery_ack_below_una_sends_lost_then_new)
 
 /* Fast recovery with a small window: segment 0 lost, the SACK of 1-3 starts recovery and its
  * retransmission leaves; then no ACK comes (the one that would have acknowledged the
- * retransmission is lost on the way back). Within a PTO (2 SRTT + 2 ms) the recovery probe
- * resends the highest unSACKed segment, long before the RTO; any ACK re-arms it. */
+ * retransmission is lost on the way back). Within a PTO (2 SRTT + 2 ms = 22 ms) the recovery
+ * probe resends the first hole (segment 0: the retransmission there is the likeliest loss),
+ * long before the RTO; while no ACK delivers
+ * anything, more follow at twice the previous wait (44 ms, 88 ms) as long as they come before
+ * the RTO the first one restarted (210 ms after it). */
 TEST(test_recovery_probe_when_acks_stop)
 {
     struct st s;
@@ -362,21 +367,64 @@ TEST(test_recovery_probe_when_acks_stop)
     CHECK(data_sent(&s), ==, 0);
     advance(&s, 3 * SLIP_MSEC);
     CHECK(C(&s)->st.recovery_probes, ==, 1);
-    CHECK(sent_at(&s, una + 5 * mss, NULL), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
     CHECK(data_sent(&s), ==, 1);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
-    /* One probe per silence: none more until an ACK comes. */
+    /* The probe is lost too: the second follows 44 ms after the first (now + 2 ms). */
     h_free_sent(&s.h);
-    advance(&s, 50 * SLIP_MSEC);
+    advance(&s, 41 * SLIP_MSEC);
     CHECK(C(&s)->st.recovery_probes, ==, 1);
+    advance(&s, 2 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 2);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
     /* An ACK that delivers nothing new (what a receiver with a full buffer sends for the
-     * probe it dropped) does not arm another probe: probes never feed on their own ACKs. */
+     * probe it dropped) neither ends the series nor brings the next probe closer: probes never
+     * feed on their own ACKs. The third comes 88 ms after the second. */
     ack(&s, una, 1, b, 0);
-    advance(&s, 50 * SLIP_MSEC);
-    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    advance(&s, 86 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 2);
+    advance(&s, 2 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 3);
+    /* A fourth would come 176 ms later, after the RTO (first probe + 210 ms): none. */
+    h_free_sent(&s.h);
+    advance(&s, 76 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 3);
     CHECK(data_sent(&s), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
     ack(&s, una + 6 * mss, 0, NULL, 0);
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    st_fini(&s);
+}
+
+/* In recovery with one segment left outstanding (segment 4, after the ACK for 0-3), the recovery
+ * probe does not add RFC 8985's 200 ms for a delayed ACK: the receiver has just seen a hole and
+ * acknowledges at once (RFC 5681 §4.2). It resends segment 4 about 2 SRTT + 2 ms after the ACK,
+ * not just before the RTO (210 ms). */
+TEST(test_recovery_probe_for_a_lone_segment_does_not_wait_for_a_delayed_ack)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    st_timing(&s);
+    send_bytes(&s, 5 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
+    ack(&s, una, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    s.env->now += 10 * SLIP_MSEC;
+    ack(&s, una + 4 * mss, 0, NULL, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(C(&s)->snd_max - C(&s)->snd_una, <=, mss);
+    h_free_sent(&s.h);
+    advance(&s, 15 * SLIP_MSEC);
+    CHECK(data_sent(&s), ==, 0);
+    advance(&s, 25 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 1);
+    CHECK(sent_at(&s, una + 4 * mss, NULL), ==, 1);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
     st_fini(&s);
 }
@@ -451,9 +499,34 @@ TEST(test_recovery_restarts_on_its_last_ack_while_a_loss_is_outstanding)
     st_fini(&s);
 }
 
+/* One segment out and lost: the PTO (2 SRTT + 200 ms for a lone segment, RFC 8985 §7.2) would
+ * come after the RTO, so it is set just before it and the probe takes the RTO's place. A stack
+ * that polls late finds both due in one poll: the probe must still go first (timers in
+ * deadline order), restarting the RTO, so there is no timeout and no collapse of cwnd. */
+TEST(test_tail_probe_goes_before_the_rto_when_one_poll_finds_both_due)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    st_timing(&s);
+    send_bytes(&s, 1000);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(tcp_timer__armed(C(&s), TT_PTO), ==, true);
+    CHECK(C(&s)->timer[TT_PTO], <, C(&s)->timer[TT_REXMT]);
+    h_free_sent(&s.h);
+    s.env->now += 300 * SLIP_MSEC;
+    tcp_timer__poll(s.env, s.sh);
+    CHECK(C(&s)->st.tlp_probes, ==, 1);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    CHECK(data_sent(&s), ==, 1);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 0);
+    st_fini(&s);
+}
+
 /* A timeout that ends a fast recovery does not lower ssthresh a second time (RFC 5681 §3.1:
  * once per loss episode; Linux tcp_enter_loss), and its retransmission is followed by a
- * recovery probe a PTO later instead of waiting for the backed-off RTO. */
+ * recovery probe a PTO later instead of waiting for the backed-off RTO. Before it, the silence
+ * drew the three recovery probes that fit before the RTO (22, 66 and 154 ms after the ACK). */
 TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
 {
     struct st s;
@@ -470,13 +543,16 @@ TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
     uint32_t ssthresh = C(&s)->ssthresh;
     advance(&s, 24 * SLIP_MSEC);        /* the recovery probe, unanswered */
     CHECK(C(&s)->st.recovery_probes, ==, 1);
-    advance(&s, 211 * SLIP_MSEC);       /* then the RTO */
+    advance(&s, 207 * SLIP_MSEC);       /* two more, unanswered */
+    CHECK(C(&s)->st.recovery_probes, ==, 3);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    advance(&s, 4 * SLIP_MSEC);         /* then the RTO */
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     CHECK(C(&s)->ssthresh, ==, ssthresh);
     CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
     h_free_sent(&s.h);
     advance(&s, 24 * SLIP_MSEC);
-    CHECK(C(&s)->st.recovery_probes, ==, 2);
+    CHECK(C(&s)->st.recovery_probes, ==, 4);
     CHECK(data_sent(&s), ==, 1);
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     st_fini(&s);

@@ -1178,7 +1178,8 @@ TEST(test_established_rack_lost_retransmission_without_rto)
 }
 
 /* RFC 8985 §7: the last two segments of a flight are lost and no ACK will come for them; after
- * PTO = 2*SRTT (+2 ms) the last segment is sent again as a probe, long before the RTO. */
+ * PTO = 2*SRTT (+2 ms) the last segment is sent again as a probe, long before the RTO. When that
+ * probe draws no ACK either, it is repeated 2 PTO later (tcp_rack.c probe_again_later). */
 TEST(test_established_tlp_probes_lost_tail)
 {
     struct st s;
@@ -1204,11 +1205,19 @@ TEST(test_established_tlp_probes_lost_tail)
     CHECK(sent_at(&s, una + 9 * mss), ==, 1);
     CHECK(C(&s)->st.tlp_probes, ==, 1);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
-    /* Only one probe per tail. */
+    /* No ACK: the same probe again 2 PTO (44 ms) after the first, still before the RTO. */
     h_free_sent(&s.h);
-    advance(&s, 50 * SLIP_MSEC);
+    advance(&s, 42 * SLIP_MSEC);
     CHECK(s.h.nsent, ==, 0);
-    /* The probe's SACK shows segment 8 missing: RACK/DupThresh recovery resends it. */
+    advance(&s, 2 * SLIP_MSEC);
+    CHECK(sent_at(&s, una + 9 * mss), ==, 1);
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(C(&s)->st.tlp_probes, ==, 2);
+    CHECK(C(&s)->st.rto_expiries, ==, 0);
+    h_free_sent(&s.h);
+    /* A round trip later the probe's SACK shows segment 8 missing: RACK/DupThresh recovery
+     * resends it. */
+    advance(&s, 12 * SLIP_MSEC);
     sack_ack(&s, una + 8 * mss, una + 9 * mss, una + 10 * mss);
     advance(&s, 5 * SLIP_MSEC);
     CHECK(sent_at(&s, una + 8 * mss), ==, 1);
