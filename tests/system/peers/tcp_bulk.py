@@ -23,6 +23,8 @@ Each run prints one JSON line on stdout:
      "mbytes_per_s": r}
 The receiver's ok means: exactly BYTES arrived and every byte matched. The sender's ok means: every
 byte was written and the peer then closed cleanly (so "seconds" covers delivery, not buffering).
+A receiver's "seconds" run from its first byte to EOF. Both sides make their stream and buffers
+before they connect or accept, so neither keeps its peer waiting once the connection is up.
 A listener says "listening PORT" on stderr once it accepts connections; connecting sides retry
 refused connections for --connect-timeout seconds. Stall guard: when no byte moves for --stall
 seconds (30), the run prints {"ok": false, "stalled_at": offset, ...} and exits 2 (offset: bytes
@@ -194,11 +196,14 @@ def connect(host, port, rcvbuf, connect_timeout, cc=None):
             time.sleep(0.05)
 
 
-def do_send(sock, nbytes, seed, role, stall):
-    """Writes the stream, half-closes, and waits for the peer's close."""
+def do_send(open_sock, nbytes, seed, role, stall):
+    """Writes the stream, half-closes, and waits for the peer's close. The stream is made before
+    open_sock() connects (or accepts): making it takes tens of milliseconds, which are not part
+    of the transfer."""
     stream = Stream(seed)
     hasher = Hasher()
     out = {"role": role}
+    sock = open_sock()
     dog = Watchdog(sock, stall, out, sending=True)
     sent = 0
     t0 = time.monotonic()
@@ -239,11 +244,14 @@ def first_difference(got, want):
     return lo
 
 
-def do_recv(sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
+def do_recv(open_sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
     """Fills 4 MiB buffers, compares each with the regenerated chunk, hashes it on the helper
     thread, and keeps reading past a mismatch so the byte count is still right. With pause_ms,
     stops reading for that long after every pause_every bytes: a slow reader is what fills a
-    small receive buffer and makes the window close."""
+    small receive buffer and makes the window close. The stream and buffers are made before
+    open_sock() accepts (or connects), so that reading starts with the connection: made after
+    it, they kept the reader away for 40-60 ms while the sender filled the window. The time
+    reported runs from the first byte to EOF."""
     stream = Stream(seed)
     free = queue.Queue()
     for _ in range(6):
@@ -253,8 +261,9 @@ def do_recv(sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
     first_diff = None
     next_pause = pause_every if pause_ms and pause_every else None
     out = {"role": role}
+    sock = open_sock()
     dog = Watchdog(sock, stall, out, sending=False)
-    t0 = time.monotonic()
+    t0 = None
     try:
         i = 0
         eof = False
@@ -267,6 +276,8 @@ def do_recv(sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
                 if n == 0:
                     eof = True
                     break
+                if t0 is None:
+                    t0 = time.monotonic()
                 fill += n
                 dog.pos = got + fill
                 if next_pause is not None and got + fill >= next_pause:
@@ -292,9 +303,10 @@ def do_recv(sock, nbytes, seed, role, stall, pause_ms=0, pause_every=0):
                 free.put(buf)
     except OSError as e:
         out.update(bytes=got, ok=False, error=str(e), first_diff=first_diff,
-                   seconds=round(time.monotonic() - t0, 3), sha256=hasher.hexdigest())
+                   seconds=round(time.monotonic() - (t0 or time.monotonic()), 3),
+                   sha256=hasher.hexdigest())
         report(out, 1)
-    secs = time.monotonic() - t0
+    secs = time.monotonic() - t0 if t0 is not None else 0.0
     sock.close()
     if first_diff is None and got < nbytes:
         first_diff = got  # the stream ended early: the first missing byte
@@ -390,17 +402,19 @@ def main(argv=None):
         # Python would raise on SIGPIPE's EPIPE anyway; keep it an OSError we report.
         do_gen(a.nbytes, a.seed)
     if a.mode == "check":
-        do_recv(_PipeIn(0), a.nbytes, a.seed, "check", a.stall)
+        do_recv(lambda: _PipeIn(0), a.nbytes, a.seed, "check", a.stall)
     rcvbuf = getattr(a, "rcvbuf", 0)
 
     if a.mode in ("send", "connect-recv"):
-        sock = connect(a.host, a.port, rcvbuf, a.connect_timeout, a.cc)
+        def open_sock():
+            return connect(a.host, a.port, rcvbuf, a.connect_timeout, a.cc)
     else:
-        sock = listen_accept(a.port, a.bind, rcvbuf)
+        def open_sock():
+            return listen_accept(a.port, a.bind, rcvbuf)
     if a.mode in ("send", "serve-send"):
-        do_send(sock, a.nbytes, a.seed, a.mode, a.stall)
+        do_send(open_sock, a.nbytes, a.seed, a.mode, a.stall)
     else:
-        do_recv(sock, a.nbytes, a.seed, a.mode, a.stall, a.pause_ms, a.pause_every)
+        do_recv(open_sock, a.nbytes, a.seed, a.mode, a.stall, a.pause_ms, a.pause_every)
 
 
 if __name__ == "__main__":
