@@ -341,27 +341,36 @@ TEST(test_recovery_ack_below_una_sends_lost_then_new)
     st_fini(&s);
 }
 
+/* nseg segments out at SRTT 10 ms, segment 0 lost: the SACK of 1-3 10 ms later starts fast
+ * recovery, and segment 0's retransmission leaves. */
+static void recovery_for_segment_0(struct st *s, unsigned nseg, uint32_t *mss, uint32_t *una)
+{
+    st_init(s);
+    st_active(s, false);
+    st_timing(s);
+    send_bytes(s, nseg * 1460);
+    *mss = tcp_output__data_mss(C(s));
+    *una = s->iss + 1;
+    h_free_sent(&s->h);
+    s->env->now += 10 * SLIP_MSEC;
+    uint32_t b[1][2] = { { *una + *mss, *una + 4 * *mss } };
+    ack(s, *una, 1, b, 0);
+    CHECK(!!(C(s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(s, *una, NULL), ==, 1);
+}
+
 /* Fast recovery with a small window: segment 0 lost, the SACK of 1-3 starts recovery and its
  * retransmission leaves; then no ACK comes (the one that would have acknowledged the
  * retransmission is lost on the way back). Within a PTO (2 SRTT + 2 ms = 22 ms) the recovery
  * probe resends the first hole (segment 0: the retransmission there is the likeliest loss),
- * long before the RTO; while no ACK delivers
- * anything, more follow at twice the previous wait (44 ms, 88 ms) as long as they come before
- * the RTO the first one restarted (210 ms after it). */
+ * long before the RTO; while no ACK delivers anything, more follow at twice the previous wait
+ * (44 ms, 88 ms) as long as they come before the RTO the first one restarted (210 ms after it). */
 TEST(test_recovery_probe_when_acks_stop)
 {
     struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 6 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
+    uint32_t mss, una;
+    recovery_for_segment_0(&s, 6, &mss, &una);
     uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
-    ack(&s, una, 1, b, 0);
-    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
-    CHECK(sent_at(&s, una, NULL), ==, 1);
     h_free_sent(&s.h);
     advance(&s, 21 * SLIP_MSEC);
     CHECK(data_sent(&s), ==, 0);
@@ -404,17 +413,8 @@ TEST(test_recovery_probe_when_acks_stop)
 TEST(test_recovery_probe_for_a_lone_segment_does_not_wait_for_a_delayed_ack)
 {
     struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 5 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
-    uint32_t b[1][2] = { { una + mss, una + 4 * mss } };
-    ack(&s, una, 1, b, 0);
-    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
-    CHECK(sent_at(&s, una, NULL), ==, 1);
+    uint32_t mss, una;
+    recovery_for_segment_0(&s, 5, &mss, &una);
     s.env->now += 10 * SLIP_MSEC;
     ack(&s, una + 4 * mss, 0, NULL, 0);
     CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
