@@ -742,13 +742,13 @@ void tcp_rack__pto_timeout(struct ip_env *env, struct tcp_shared *sh, struct tcp
         if (rc == 0 && !repeat)
             c->tlp_state = 2;
     }
-    if (!repeat)
+    if (!repeat) {
+        c->rprobes = 0;
         tcp_timer__rexmt_restart(env, sh, c);   /* §7.3: the RTO follows the probe */
+    }
     if (rc == 0) {
-        if (!repeat) {
+        if (!repeat)
             c->tlp_end = c->snd_max;
-            c->rprobes = 0;
-        }
         c->st.tlp_probes++;
         sh->c.tlp_probes++;
         probe_again_later(env, sh, c);
