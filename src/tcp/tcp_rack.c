@@ -253,15 +253,17 @@ void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uin
     }
 }
 
-bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
+/* The first piece at or above from that is marked lost and not SACKed (records start at or above
+ * SND.UNA: tcp_rack__trim). */
+static bool lost_from(const struct tcp_conn *c, uint32_t from, uint32_t *seq, uint32_t *len)
 {
     const struct tcp_txrec *txr = tcp_txr(c);
     const struct tcp_sack_block *sb = tcp_sb(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &txr[i];
-        if (!(r->flags & TXR_LOST))
+        if (!(r->flags & TXR_LOST) || seq_leq(r->end, from))
             continue;
-        uint32_t pos = r->start;
+        uint32_t pos = seq_max(r->start, from);
         for (unsigned b = tcp_sack__first_above(c, pos); b < c->nsb && seq_lt(pos, r->end); b++) {
             if (seq_geq(sb[b].start, r->end))
                 break;
@@ -279,6 +281,17 @@ bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
         }
     }
     return false;
+}
+
+bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len)
+{
+    return lost_from(c, c->snd_una, seq, len);
+}
+
+bool tcp_rack__lost_above(const struct tcp_conn *c, uint32_t from)
+{
+    uint32_t s, l;
+    return lost_from(c, from, &s, &l);
 }
 
 bool tcp_rack__has_lost(const struct tcp_conn *c)
@@ -597,9 +610,10 @@ void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tc
 {
     /* §7.2: with something outstanding and no probe already out; outside recovery, not after a
      * timeout. In recovery and after a timeout the same timer arms the recovery probe
-     * (recovery_probe below), re-armed by every ACK. */
-    bool rec = (c->flags & (TCPF_RECOVERY | TCPF_LOSS)) != 0;
-    if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state || (!rec && c->rxt_shift)) {
+     * (recovery_probe below), re-armed by every ACK; but not while timeouts follow each other
+     * with no ACK of new data between them (rxt_shift): then the path may be dead, and only the
+     * backed-off RTO retransmits (RFC 8961 §4 (4); Linux neither probes in its Loss state). */
+    if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state || c->rxt_shift) {
         tcp_timer__stop(c, TT_PTO);
         return;
     }

@@ -308,6 +308,8 @@ uint32_t tcp_rack__pipe(const struct tcp_conn *c);
 void tcp_rack__info(const struct tcp_conn *c, uint32_t dmss, uint32_t *lost, uint32_t *retrans);
 /* The first unSACKed range marked lost (the caller bounds len by the MSS). */
 bool tcp_rack__next_lost(const struct tcp_conn *c, uint32_t *seq, uint32_t *len);
+/* Whether anything at or above from is marked lost and not SACKed. */
+bool tcp_rack__lost_above(const struct tcp_conn *c, uint32_t from);
 bool tcp_rack__has_lost(const struct tcp_conn *c);
 void tcp_rack__mark_all_lost(struct tcp_conn *c);
 /* Forgets every LOST mark (a spurious episode was undone). */

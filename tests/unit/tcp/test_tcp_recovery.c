@@ -155,10 +155,10 @@ TEST(test_rto_spurious_by_timestamp_is_undone)
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     CHECK(C(&s)->cwnd, ==, mss);
     uint32_t rxt_ts = 0;
-    /* The timeout's retransmission, and the recovery probes' copies of it: a PTO later, then
-     * 2, 4 and 8 PTO after each other (RPROBE_MAX), all unanswered. */
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 5);
-    CHECK(C(&s)->st.recovery_probes, ==, 4);
+    /* The timeout's retransmission alone: no probe follows a timeout until an ACK of new data
+     * shows the path alive (RFC 8961 §4: only the backed-off RTO retransmits until then). */
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);
+    CHECK(C(&s)->st.recovery_probes, ==, 0);
     CHECK(seq_gt(rxt_ts, orig_ts), ==, 1);
     ack(&s, una + 10 * mss, 0, NULL, orig_ts);
     CHECK(C(&s)->st.undos, ==, 1);
@@ -181,7 +181,7 @@ TEST(test_rto_real_loss_is_not_undone)
     h_free_sent(&s.h);
     advance(&s, 300 * SLIP_MSEC);
     uint32_t rxt_ts = 0;
-    CHECK(sent_at(&s, una, &rxt_ts), ==, 5);     /* the timeout's, four recovery probes' */
+    CHECK(sent_at(&s, una, &rxt_ts), ==, 1);     /* the timeout's; no probe after it */
     ack(&s, una + 10 * mss, 0, NULL, rxt_ts);
     CHECK(C(&s)->st.undos, ==, 0);
     CHECK(s.sh->c.spurious_rto, ==, 0);
@@ -524,9 +524,10 @@ TEST(test_tail_probe_goes_before_the_rto_when_one_poll_finds_both_due)
 }
 
 /* A timeout that ends a fast recovery does not lower ssthresh a second time (RFC 5681 §3.1:
- * once per loss episode; Linux tcp_enter_loss), and its retransmission is followed by a
- * recovery probe a PTO later instead of waiting for the backed-off RTO. Before it, the silence
- * drew the three recovery probes that fit before the RTO (22, 66 and 154 ms after the ACK). */
+ * once per loss episode; Linux tcp_enter_loss). Before it, the silence drew the three recovery
+ * probes that fit before the RTO (22, 66 and 154 ms after the ACK). After it no probe goes while
+ * nothing is acknowledged (the path may be dead: RFC 8961 §4, only the backed-off RTO resends);
+ * once an ACK of new data arrives, a silence in the loss state draws the recovery probe again. */
 TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
 {
     struct st s;
@@ -546,14 +547,24 @@ TEST(test_rto_in_recovery_keeps_ssthresh_then_probes)
     advance(&s, 207 * SLIP_MSEC);       /* two more, unanswered */
     CHECK(C(&s)->st.recovery_probes, ==, 3);
     CHECK(C(&s)->st.rto_expiries, ==, 0);
+    h_free_sent(&s.h);
     advance(&s, 4 * SLIP_MSEC);         /* then the RTO */
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     CHECK(C(&s)->ssthresh, ==, ssthresh);
     CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    CHECK(data_sent(&s), ==, 1);        /* the timeout's retransmission of segment 0 */
+    h_free_sent(&s.h);
+    advance(&s, 300 * SLIP_MSEC);
+    CHECK(C(&s)->st.recovery_probes, ==, 3);
+    CHECK(data_sent(&s), ==, 0);
+    CHECK(C(&s)->st.rto_expiries, ==, 1);
+    /* Segment 0 arrives: the loss state goes on (4 and 5 are still lost), so does the probe. */
+    ack(&s, una + mss, 1, b, 0);
+    CHECK(!!(C(&s)->flags & TCPF_LOSS), ==, 1);
+    CHECK(C(&s)->rxt_shift, ==, 0u);
     h_free_sent(&s.h);
     advance(&s, 24 * SLIP_MSEC);
     CHECK(C(&s)->st.recovery_probes, ==, 4);
-    CHECK(data_sent(&s), ==, 1);
     CHECK(C(&s)->st.rto_expiries, ==, 1);
     st_fini(&s);
 }
