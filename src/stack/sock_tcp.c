@@ -29,6 +29,7 @@ int slip_tcp__listen_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t por
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    slip_stack__tcp_sysctls(s, true);
     int kfd = app_kfd >= 0 ? adopt_kfd(app_kfd, addr, &port) : kernel_reserve_tcp(addr, &port);
     if (kfd < 0)
         return kfd;
@@ -97,6 +98,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
+    slip_stack__tcp_sysctls(s, true);
     stack_lock(s);
     env_refresh(s, slip_stack__now());
     struct ip_route rt;

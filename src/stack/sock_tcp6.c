@@ -55,6 +55,7 @@ int slip_tcp6__listen_kfd(struct slip_stack *s, int sock, const struct wire_ipv6
         return -EBADF;
     if (!can_claim6(s))
         return -EOPNOTSUPP;     /* before the engine listens: the caller may take the IPv4 path */
+    slip_stack__tcp_sysctls(s, true);
     uint16_t port = 0;
     int kfd = adopt_kfd6(app_kfd, &port, NULL);
     if (kfd < 0)
@@ -97,6 +98,7 @@ int slip_tcp6__connect_kfd(struct slip_stack *s, int sock, const struct wire_ipv
         return -EBADF;
     if (!can_claim6(s))
         return -EOPNOTSUPP;
+    slip_stack__tcp_sysctls(s, true);
     stack_lock(s);
     env_refresh(s, slip_stack__now());
     struct ip6_route rt;

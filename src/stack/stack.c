@@ -253,6 +253,48 @@ static bool read_sysctl(const char *path, long *v, int n)
     return got == n;
 }
 
+/* ECN, buffer autotuning and the SYN options as the kernel's TCP in this namespace has them
+ * (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c; docs/CONFIG.md). Read when the stack starts
+ * (nothing else runs yet) and again, at most once a second, when a program connects or listens
+ * (take_lock: the update under the stack's lock), so a change reaches the connections opened
+ * after it, as in Linux, which reads them per connection. */
+void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock)
+{
+    slip_time_t now = slip_stack__now();
+    if (take_lock && now - s->sysctl_at < SLIP_SEC)
+        return;
+    s->sysctl_at = now;
+    struct tcp_shared *t = s->tcp;
+    uint8_t ecn = t->ecn, moderate = t->moderate_rcvbuf, off = 0;
+    uint32_t wmem = t->wmem_max, rmem = t->rmem_max;
+    long v[3];
+    if (read_sysctl("/proc/sys/net/ipv4/tcp_ecn", v, 1) && v[0] >= 0 && v[0] <= 2)
+        ecn = (uint8_t)v[0];
+    if (read_sysctl("/proc/sys/net/ipv4/tcp_wmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
+        wmem = (uint32_t)v[2];
+    if (read_sysctl("/proc/sys/net/ipv4/tcp_rmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
+        rmem = (uint32_t)v[2];
+    if (read_sysctl("/proc/sys/net/ipv4/tcp_moderate_rcvbuf", v, 1))
+        moderate = v[0] ? 2 : 1;
+    static const struct { const char *path; uint8_t off; } opts[] = {
+        { "/proc/sys/net/ipv4/tcp_timestamps", TCP_OPTS_OFF_TS },
+        { "/proc/sys/net/ipv4/tcp_sack", TCP_OPTS_OFF_SACK },
+        { "/proc/sys/net/ipv4/tcp_window_scaling", TCP_OPTS_OFF_WS },
+    };
+    for (size_t i = 0; i < SLIP_ARRAY_SIZE(opts); i++)
+        if (read_sysctl(opts[i].path, v, 1) && v[0] == 0)
+            off |= opts[i].off;
+    if (take_lock)
+        stack_lock(s);
+    t->ecn = ecn;
+    t->wmem_max = wmem;
+    t->rmem_max = rmem;
+    t->moderate_rcvbuf = moderate;
+    t->opts_off = off;
+    if (take_lock)
+        stack_unlock(s);
+}
+
 static int stack_open(struct slip_stack **out, const struct slip_config *cfg, struct group_in *g, char *err,
                       size_t errlen)
 {
@@ -396,19 +438,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     }
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);
-    {
-        /* ECN and buffer autotuning as the kernel's TCP in this namespace has them
-         * (src/tcp/tcp_ecn.c, tcp_buf.c; docs/CONFIG.md). */
-        long v[3];
-        if (read_sysctl("/proc/sys/net/ipv4/tcp_ecn", v, 1) && v[0] >= 0 && v[0] <= 2)
-            s->tcp->ecn = (uint8_t)v[0];
-        if (read_sysctl("/proc/sys/net/ipv4/tcp_wmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
-            s->tcp->wmem_max = (uint32_t)v[2];
-        if (read_sysctl("/proc/sys/net/ipv4/tcp_rmem", v, 3) && v[2] > 0 && v[2] <= UINT32_MAX)
-            s->tcp->rmem_max = (uint32_t)v[2];
-        if (read_sysctl("/proc/sys/net/ipv4/tcp_moderate_rcvbuf", v, 1))
-            s->tcp->moderate_rcvbuf = v[0] ? 2 : 1;
-    }
+    slip_stack__tcp_sysctls(s, false);
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {

@@ -155,6 +155,7 @@ struct slip_stack {
     unsigned index;             /* shm->index, read once */
     int token_fd;               /* the listening socket that holds the index (group.c), or -1 */
     struct slip_shm *shm;
+    slip_time_t sysctl_at;      /* when slip_stack__tcp_sysctls last read the kernel's settings */
     struct pkt_pool pool;
     struct xsk_umem_area *umem;
     struct ctl *ctl;
@@ -202,6 +203,7 @@ void stack_unlock(struct slip_stack *s);
 void stack_locked_by_us(struct slip_stack *s);
 void kfd_close(struct slip_stack *s, int fd);
 void env_refresh(struct slip_stack *s, slip_time_t now);
+void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock);
 
 /* stack_proc.c: this process's slot, and the reservation fds each process has a copy of. */
 void proc_register(struct slip_stack *s, int want);

@@ -149,6 +149,12 @@ struct tcp_rate {
 #define TCP_ECN_SYN_SENT 0x08u  /* our SYN asked for ECN */
 #define TCP_ECN_WAIT     0x10u  /* reduced for an ECE in the window ending at ecn_high */
 
+/* SYN options a stack neither offers nor accepts (tcp_shared.opts_off, from the sysctls
+ * net.ipv4.tcp_timestamps, tcp_sack and tcp_window_scaling at 0). */
+#define TCP_OPTS_OFF_TS   0x01u
+#define TCP_OPTS_OFF_SACK 0x02u
+#define TCP_OPTS_OFF_WS   0x04u
+
 /* Counters of one connection (what `slipstream stat` shows). bytes_out counts each data byte
  * once, when it is first sent; every later copy goes to retransmits/retrans_bytes. */
 struct tcp_conn_stats {
@@ -355,6 +361,7 @@ struct tcp_shared {
     uint8_t default_cc;
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
     uint8_t ecn;              /* net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept (default) */
+    uint8_t opts_off;         /* TCP_OPTS_OFF_*: options the namespace's sysctls turned off */
     uint8_t moderate_rcvbuf;  /* net.ipv4.tcp_moderate_rcvbuf + 1 (0: not read, taken as on) */
     uint32_t wmem_max, rmem_max;  /* net.ipv4.tcp_wmem[2], tcp_rmem[2] (0: not read); bounded on use */
     uint32_t hash_mask;       /* 4-tuple buckets - 1; the buckets follow conns[max_conns] */

@@ -957,6 +957,16 @@ void tcp_input__segment(struct ip_env *env, struct tcp_shared *sh, struct tcp_se
         sh->c.bad_header++;
         goto drop;
     }
+    /* net.ipv4.tcp_timestamps, tcp_sack, tcp_window_scaling at 0: a SYN's offer of the option
+     * is not taken, so neither side uses it (as Linux, which ignores it there too). */
+    if ((sp->flags & WIRE_TCP_SYN) && sh->opts_off) {
+        if (sh->opts_off & TCP_OPTS_OFF_TS)
+            sp->th.opts.has_ts = false;
+        if (sh->opts_off & TCP_OPTS_OFF_SACK)
+            sp->th.opts.sack_ok = false;
+        if (sh->opts_off & TCP_OPTS_OFF_WS)
+            sp->th.opts.has_wscale = false;
+    }
 
     slip_idx_t i;
     if (!sp->v6) {

@@ -96,12 +96,14 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
         r.opts.has_mss = true;
         r.opts.mss = tcp_conn__route_mss(env, c);
         c->adv_mss = r.opts.mss;
-        if (active_syn || (c->flags & TCPF_WS_OK)) {
+        /* Our SYN offers what the namespace's sysctls leave on (tcp_input.c masks a peer's SYN
+         * the same way, so a SYN-ACK echoes only those). */
+        if ((active_syn && !(sh->opts_off & TCP_OPTS_OFF_WS)) || (c->flags & TCPF_WS_OK)) {
             r.opts.has_wscale = true;
             r.opts.wscale = c->rcv_wscale;
         }
-        r.opts.sack_ok = active_syn || (c->flags & TCPF_SACK_OK);
-        r.opts.has_ts = active_syn || (c->flags & TCPF_TS_OK);
+        r.opts.sack_ok = (active_syn && !(sh->opts_off & TCP_OPTS_OFF_SACK)) || (c->flags & TCPF_SACK_OK);
+        r.opts.has_ts = (active_syn && !(sh->opts_off & TCP_OPTS_OFF_TS)) || (c->flags & TCPF_TS_OK);
         uint32_t space = tcp_rcv_space(c);
         r.window = (uint16_t)SLIP_MIN(space, 65535u);
         c->rcv_adv = c->rcv_nxt + r.window;
@@ -403,6 +405,63 @@ static bool paced(const struct tcp_conn *c)
     return c->pacing_rate && tcp_rate__on(c);
 }
 
+/* Open state (outside SACK recovery): the window left for new segments. RFC 3042 limited
+ * transmit: the first two duplicate ACKs each let one new segment beyond cwnd out, so that a
+ * small window still produces DupThresh ACKs. */
+static uint32_t open_usable(const struct tcp_conn *c, uint32_t dmss)
+{
+    uint32_t lt = 0;
+    if (!(c->flags & TCPF_RECOVERY) && c->dupacks && c->dupacks < 3 && c->snd_nxt == c->snd_max)
+        lt = c->dupacks * dmss;
+    uint32_t wnd = SLIP_MIN(c->snd_wnd, c->cwnd + lt);
+    uint32_t inflight = c->snd_nxt - c->snd_una;
+    return wnd > inflight ? wnd - inflight : 0;
+}
+
+/* Open state: the segment from seq, with usable bytes of window and left bytes of data after
+ * seq (fin_last: the FIN follows them). Its length in *len and whether the FIN rides on it in
+ * *fin; false when nothing may leave now. */
+static bool open_next(const struct tcp_conn *c, uint32_t seq, uint32_t usable, uint32_t left, bool fin_last,
+                      uint32_t dmss, uint32_t *len, bool *fin)
+{
+    uint32_t n = SLIP_MIN(SLIP_MIN(left, usable), dmss);
+    /* The FIN rides on the segment that carries the last byte (or alone). */
+    *fin = fin_last && n == left;
+    *len = n;
+    if (n == 0 && !*fin)
+        return false;
+    if (n > 0 && n < dmss && !seq_lt(seq, c->snd_max) && !*fin && !may_send_partial(c, n, left))
+        return false;
+    return true;
+}
+
+/* Whether [seq, seq+len), about to leave, is the last segment this output sends: the next one
+ * would find no room in the window, would be held (Nagle, cork), would wait for pacing, or
+ * there is nothing more to send. In SACK recovery (sack_rec), pipe is pipe before this segment. */
+static bool burst_ends(const struct ip_env *env, const struct tcp_conn *c, uint32_t seq, uint32_t len,
+                       bool rexmit, bool sack_rec, uint32_t pipe, uint32_t data_end, bool fin_wanted,
+                       uint32_t dmss, slip_time_t pace_at)
+{
+    if (pace_at && pace_at + pace_cost(c, dmss) > env->now)
+        return true;
+    uint32_t next = seq + len;
+    if (sack_rec) {
+        /* What this segment adds to pipe (a resent lost range left it; new data was never in). */
+        if (pipe + len + dmss > c->cwnd)
+            return true;
+        if (rexmit && c->undo.frto != 2 && tcp_rack__lost_above(c, next))
+            return false;
+        uint32_t nseq = rexmit ? c->snd_max : next;
+        return !seq_lt(nseq, data_end) || seq_geq(nseq, c->snd_una + c->snd_wnd);
+    }
+    uint32_t usable = open_usable(c, dmss);
+    usable = usable > len ? usable - len : 0;
+    uint32_t left = seq_lt(next, data_end) ? data_end - next : 0;
+    uint32_t nlen;
+    bool nfin;
+    return !open_next(c, next, usable, left, fin_wanted && next + left == data_end, dmss, &nlen, &nfin);
+}
+
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
     int rc = 0;
@@ -445,11 +504,13 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         uint32_t seq, len;
         bool rexmit = false;
         uint8_t flags = WIRE_TCP_ACK;
+        uint32_t pipe = 0;
 
         if (sack_rec) {
             /* RFC 6675 §5 step (C) with RACK's marks (as Linux): while pipe leaves room in cwnd,
              * first what is marked lost, then new data. */
-            if (tcp_rack__pipe(c) + dmss > c->cwnd)
+            pipe = tcp_rack__pipe(c);
+            if (pipe + dmss > c->cwnd)
                 break;
             /* F-RTO step 2b (RFC 5682 §3, tcp_undo.c): new data only, until the next ACK. */
             if (c->undo.frto != 2 && tcp_rack__next_lost(c, &seq, &len)) {
@@ -477,32 +538,17 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             if (len == 0 && !(flags & WIRE_TCP_FIN))
                 break;
         } else {
-            /* RFC 3042 limited transmit: the first two duplicate ACKs each let one new segment
-             * beyond cwnd out, so that a small window still produces DupThresh ACKs. */
-            uint32_t lt = 0;
-            if (!(c->flags & TCPF_RECOVERY) && c->dupacks && c->dupacks < 3 && c->snd_nxt == c->snd_max)
-                lt = c->dupacks * dmss;
-            uint32_t wnd = SLIP_MIN(c->snd_wnd, c->cwnd + lt);
-            uint32_t inflight = c->snd_nxt - c->snd_una;
-            uint32_t usable = wnd > inflight ? wnd - inflight : 0;
             seq = c->snd_nxt;
             uint32_t left = seq_lt(seq, data_end) ? data_end - seq : 0;
-            len = SLIP_MIN(SLIP_MIN(left, usable), dmss);
+            bool fin_now;
+            if (!open_next(c, seq, open_usable(c, dmss), left, fin_wanted && seq + left == fin_seq, dmss, &len,
+                           &fin_now))
+                break;
             rexmit = seq_lt(seq, c->snd_max);
-            /* The FIN rides on the segment that carries the last byte (or alone). */
-            bool fin_now = fin_wanted && len == left && seq + len == fin_seq;
-            if (len == 0 && !fin_now)
-                break;
-            if (len > 0 && len < dmss && !rexmit && !fin_now && !may_send_partial(c, len, left))
-                break;
             /* A FIN alone needs no window; data with it respects what was computed above. */
             if (fin_now)
                 flags |= WIRE_TCP_FIN;
         }
-        /* PSH on the segment that empties the queue, unless the application said more follows
-         * (MSG_MORE: Linux marks no push for it either). */
-        if (len && seq + len == data_end && !(c->flags & TCPF_MORE))
-            flags |= WIRE_TCP_PSH;
         slip_time_t pace_at = 0;
         if (len && paced(c)) {
             pace_at = pace_base(c, env->now) + pace_cost(c, len);
@@ -515,6 +561,15 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
                 break;
             }
         }
+        /* PSH on the segment that empties the queue and on the last of each burst of two or
+         * more (as Linux, which ends each TSO packet with it but resends a lone lost segment,
+         * or sends one new segment per ACK in recovery, without it), unless the application
+         * said more follows (MSG_MORE: Linux marks no push for it either). RFC 9293 §3.9.1:
+         * PSH is advisory; receivers' GRO delivers at it. */
+        if (len && !(c->flags & TCPF_MORE) &&
+            (seq + len == data_end ||
+             (sent && burst_ends(env, c, seq, len, rexmit, sack_rec, pipe, data_end, fin_wanted, dmss, pace_at))))
+            flags |= WIRE_TCP_PSH;
         rc = tcp_output__segment(env, sh, c, seq, len, flags);
         if (rc < 0)
             break;

@@ -136,6 +136,131 @@ TEST(test_iw10_in_segments_of_the_peer_mss)
     cf_close(&s);
 }
 
+/* Which segments of those sent since the last h_free_sent carry PSH, as a bit mask by position. */
+static uint32_t psh_mask(struct cf *s)
+{
+    uint32_t m = 0;
+    for (unsigned i = 0; i < s->h.nsent && i < 32; i++) {
+        struct tout o;
+        CHECK(t_sent(&s->h, i, &o), ==, true);
+        if (o.th.flags & WIRE_TCP_PSH)
+            m |= 1u << i;
+    }
+    return m;
+}
+
+/* PSH ends each burst, as Linux ends each TSO packet with it (packetdrill's slow_start/
+ * slow-start-ack-per-2pkt, shutdown/shutdown-rdwr-send-queue-ack-close, mss/mss-setsockopt-*):
+ * the 10th of the initial window, the 4th of each later burst cwnd allows, and the segment
+ * that empties the queue; none in the middle. */
+TEST(test_psh_ends_each_burst)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);      /* window 256000: cwnd is the limit */
+    CHECK(cf_send(&s, 30000, 0), ==, 30000);
+    CHECK(s.h.nsent, ==, 10u);
+    CHECK(psh_mask(&s), ==, 1u << 9);
+    h_free_sent(&s.h);
+    /* Slow start: an ACK of 2 segments lets 4 out. */
+    s.env->now += 100 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 2001, NULL, 0, 2000);
+    CHECK(s.h.nsent, ==, 4u);
+    CHECK(psh_mask(&s), ==, 1u << 3);
+    h_free_sent(&s.h);
+    /* The last burst empties the queue: 2 segments after an ACK of 1 (8000 in flight). */
+    for (uint32_t a = 4001; a <= 10001; a += 2000) {
+        s.env->now += 5 * SLIP_MSEC;
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + a, NULL, 0, 2000);
+        CHECK(s.h.nsent, ==, 4u);
+        CHECK(psh_mask(&s), ==, 1u << 3);
+        h_free_sent(&s.h);
+    }
+    CHECK(C(&s)->snd_max, ==, s.iss + 30001);
+    cf_close(&s);
+}
+
+/* A segment resent in fast recovery carries no PSH (Linux resends the lost segment alone, cut
+ * from its TSO packet; packetdrill's fast_retransmit/fr-4pkt-sack, fast_recovery/prr-ss-*):
+ * three segments SACKed above the first, which goes again without PSH. */
+TEST(test_psh_not_on_a_fast_retransmission)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);
+    CHECK(cf_send(&s, 30000, 0), ==, 30000);
+    CHECK(s.h.nsent, ==, 10u);
+    h_free_sent(&s.h);
+    s.env->now += 100 * SLIP_MSEC;
+    struct tseg t = { .sport = 5555, .dport = 80, .seq = s.pseq, .ack = s.iss + 1, .flags = WIRE_TCP_ACK,
+                      .win = 2000 };
+    t.opts.nsack = 1;
+    t.opts.sack[0].left = s.iss + 1001;
+    for (uint32_t k = 2; k <= 4; k++) {
+        t.opts.sack[0].right = s.iss + 1 + k * 1000;
+        t_feed(&s.h, s.sh, &t);
+    }
+    unsigned resent = 0;
+    for (unsigned i = 0; i < s.h.nsent; i++) {
+        struct tout o;
+        CHECK(t_sent(&s.h, i, &o), ==, true);
+        if (o.len && o.th.seq == s.iss + 1) {
+            resent++;
+            CHECK(o.th.flags & WIRE_TCP_PSH, ==, 0);
+        }
+    }
+    CHECK(resent, ==, 1u);
+    CHECK(C(&s)->st.retransmits, ==, 1u);
+    cf_close(&s);
+}
+
+/* net.ipv4.tcp_timestamps, tcp_sack, tcp_window_scaling at 0 (packetdrill's nagle/https_client
+ * turns timestamps off): our SYN offers none of those turned off, and a peer's SYN offering them
+ * gets a SYN-ACK without them and a connection that does not use them. */
+TEST(test_syn_options_turned_off_by_sysctl)
+{
+    struct cf s;
+    cf_init(&s);
+    s.sh->opts_off = TCP_OPTS_OFF_TS;
+    int a = tcp_conn__open(s.sh);
+    CHECK(a, >=, 0);
+    CHECK(tcp_conn__connect(s.env, s.sh, (slip_idx_t)a, 0, 40000, PEER, 80), ==, -EINPROGRESS);
+    struct tout o;
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_ts, ==, false);
+    CHECK(o.th.opts.sack_ok, ==, true);
+    CHECK(o.th.opts.has_wscale, ==, true);
+    h_free_sent(&s.h);
+    /* The peer answers with timestamps anyway: they are not used. */
+    struct tseg sa = { .sport = 80, .dport = 40000, .seq = 5000, .ack = o.th.seq + 1,
+                       .flags = WIRE_TCP_SYN | WIRE_TCP_ACK, .win = 65535,
+                       .opts = t_synopts(1460, 7, true, true, 77) };
+    t_feed(&s.h, s.sh, &sa);
+    struct tcp_conn *c = tcp_conn__get(s.sh, (slip_idx_t)a);
+    CHECK(c->state, ==, TCPS_ESTABLISHED);
+    CHECK(c->flags & TCPF_TS_OK, ==, 0u);
+    CHECK(c->flags & TCPF_SACK_OK, !=, 0u);
+    CHECK(t_last(&s.h, &o), ==, true);
+    CHECK(o.th.opts.has_ts, ==, false);
+    h_free_sent(&s.h);
+    tcp_conn__abort(s.env, s.sh, (slip_idx_t)a);
+
+    /* Passive: all three off. */
+    s.sh->opts_off = TCP_OPTS_OFF_TS | TCP_OPTS_OFF_SACK | TCP_OPTS_OFF_WS;
+    cf_listen_syn(&s, 1000, 65535, t_synopts(1000, 7, true, true, 5), &o);
+    CHECK(o.th.opts.has_ts, ==, false);
+    CHECK(o.th.opts.sack_ok, ==, false);
+    CHECK(o.th.opts.has_wscale, ==, false);
+    CHECK(o.th.opts.mss, ==, 1460u);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, NULL, 0, 1000);
+    int ci = tcp_conn__accept(s.sh, (slip_idx_t)s.l);
+    CHECK(ci, >=, 0);
+    s.c = (slip_idx_t)ci;
+    CHECK(C(&s)->flags & (TCPF_TS_OK | TCPF_SACK_OK | TCPF_WS_OK), ==, 0u);
+    CHECK(C(&s)->snd_wnd, ==, 1000u);        /* not scaled */
+    cf_close(&s);
+}
+
 /* tcp(7): setting TCP_NODELAY pushes what TCP_CORK holds (with PSH), and what MSG_MORE holds
  * (without PSH: the application said more follows), as Linux does (packetdrill's
  * nagle/sockopt_cork_nodelay). */
