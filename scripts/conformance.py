@@ -26,10 +26,11 @@ window scale normalised: pass / fail / timeout), logs/<stack>/<script>.log (pack
 is "conformance: kernel K/N passed, slipstream S/N passed".
 
 Environment: PACKETDRILL_SRC (required), SLIP_BUILD (default build), SLIP_NS_PREFIX (default
-"slc"), CONFORMANCE_FILTER (a substring a script's path must contain), CONFORMANCE_TIMEOUT
-(seconds per script and stack, default 40), CONFORMANCE_TOLERANCE_US (packetdrill's timing
-tolerance, default 10000: both stacks run on a shared, loaded machine), CONFORMANCE_JOBS (scripts
-run at once, each pair in its own namespaces, default 3: most of a script's time is waiting).
+"slc"), CONFORMANCE_FILTER (substrings, comma-separated, one of which a script's path must
+contain), CONFORMANCE_TIMEOUT (seconds per script and stack, default 40),
+CONFORMANCE_TOLERANCE_US (packetdrill's timing tolerance, default 10000: both stacks run on a
+shared, loaded machine), CONFORMANCE_JOBS (scripts run at once, each pair in its own namespaces,
+default 3: most of a script's time is waiting).
 """
 
 import os
@@ -112,7 +113,7 @@ def find_scripts(base, filt):
         for f in files:
             if f.endswith(".pkt"):
                 rel = os.path.relpath(os.path.join(d, f), base)
-                if not filt or filt in rel:
+                if not filt or any(f and f in rel for f in filt.split(",")):
                     found.append(rel)
     return base, sorted(found)
 
