@@ -15,9 +15,15 @@ struct pkt_meta {
     uint32_t total;             /* whole datagram length (head buffer only) */
     be32 addr;                  /* peer address (head buffer of a received datagram) */
     be16 port;                  /* peer port */
-    uint16_t frag_off;          /* reassembly: payload offset of this fragment in the datagram */
+    union {
+        uint16_t frag_off;      /* reassembly: payload offset of this fragment in the datagram */
+        uint16_t sflags;        /* a TCP send-queue buffer: PKT_SND_* */
+    };
     slip_time_t stamp;          /* receive time */
 };
+
+/* pkt_meta.sflags of a TCP send-queue buffer. */
+#define PKT_SND_EOR 0x1u        /* its last byte ends a record (MSG_EOR): no segment runs past it */
 
 /* A FIFO of datagrams, by index. Lives inside whatever owns it (a socket, a neighbour entry). */
 struct pkt_queue {

@@ -45,8 +45,10 @@ static ssize_t tcp_send_data(struct pfd *p, const struct iovec *iov, int iovcnt,
             i++;
             continue;
         }
+        bool last = done + (iov[i].iov_len - skip) == total;
         ssize_t n = slip_tcp__send(s, p->sock, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip,
-                                   (flags & MSG_MORE) || done + (iov[i].iov_len - skip) < total);
+                                   (((flags & MSG_MORE) || !last) ? SLIP_SEND_MORE : 0) |
+                                       ((flags & MSG_EOR) && last ? SLIP_SEND_EOR : 0));
         if (n > 0) {
             done += (size_t)n;
             continue;

@@ -136,7 +136,7 @@ int slip_tcp__connect_kfd(struct slip_stack *s, int sock, be32 addr, uint16_t po
     return rc;
 }
 
-ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, int more)
+ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, unsigned flags)
 {
     if (!tsock_ok(s, sock))
         return -EBADF;
@@ -151,7 +151,8 @@ ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t l
         uncork_all(s);          /* full of entries gone stale (uncorked by sends that kicked) */
     bool corked = tcp_conn__autocorked(s->tcp, (slip_idx_t)sock);
     ssize_t rc = tcp_conn__send(&s->env, s->tcp, (slip_idx_t)sock, &v, 1,
-                                (more ? TCP_SEND_MORE : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
+                                ((flags & SLIP_SEND_MORE) ? TCP_SEND_MORE : 0) |
+                                    ((flags & SLIP_SEND_EOR) ? TCP_SEND_EOR : 0) | (cork ? TCP_SEND_AUTOCORK : 0));
     if (cork && !corked && tcp_conn__autocorked(s->tcp, (slip_idx_t)sock))
         s->t.cork[s->shm->ncork++] = (uint32_t)sock;
     tx_done(s);

@@ -255,9 +255,10 @@ static bool read_sysctl(const char *path, long *v, int n)
 
 /* ECN, buffer autotuning and the SYN options as the kernel's TCP in this namespace has them
  * (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c; docs/CONFIG.md). Read when the stack starts
- * (nothing else runs yet) and again, at most once a second, when a program connects or listens
- * (take_lock: the update under the stack's lock), so a change reaches the connections opened
- * after it, as in Linux, which reads them per connection. */
+ * (nothing else runs yet), again at the first connect or listen, and after that at most once a
+ * second when a program connects or listens (take_lock: the update under the stack's lock), so
+ * a change reaches the connections opened after it, as in Linux, which reads them per
+ * connection (a change within a second of the last read may wait for the next one). */
 void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock)
 {
     slip_time_t now = slip_stack__now();
@@ -439,6 +440,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);
     slip_stack__tcp_sysctls(s, false);
+    s->sysctl_at = 0;       /* the first connect or listen reads them again, however soon */
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {

@@ -326,7 +326,11 @@ int slip_tcp__listen(struct slip_stack *s, int sock, be32 addr, uint16_t port, i
 int slip_tcp__accept(struct slip_stack *s, int listener, be32 *raddr, uint16_t *rport);
 /* -EINPROGRESS on success: writable (SLIP_EV_OUT) when established, SLIP_EV_ERR + so_error if not. */
 int slip_tcp__connect(struct slip_stack *s, int sock, be32 addr, uint16_t port);
-ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, int more);
+/* flags: SLIP_SEND_MORE (MSG_MORE, or more of the same call follows), SLIP_SEND_EOR (MSG_EOR:
+ * these bytes end a record). */
+#define SLIP_SEND_MORE 0x1u
+#define SLIP_SEND_EOR  0x2u
+ssize_t slip_tcp__send(struct slip_stack *s, int sock, const void *buf, size_t len, unsigned flags);
 /* Bytes, 0 at end of stream, -EAGAIN, or the connection's error once. */
 ssize_t slip_tcp__recv(struct slip_stack *s, int sock, void *buf, size_t len, int peek);
 int slip_tcp__shutdown(struct slip_stack *s, int sock, int how);

@@ -106,6 +106,7 @@
                                * frames wait for a later TX kick anyway, so sends made before it
                                * leave in full segments (Linux's autocorking, for the same reason:
                                * the previous packet has not left the host yet) */
+#define TCP_SEND_EOR 0x4      /* MSG_EOR: this send ends a record; no segment joins it to the next */
 #define TCP_RECV_PEEK 0x1     /* MSG_PEEK */
 
 struct tcp_sack_block {
@@ -220,6 +221,7 @@ struct tcp_conn {
     uint8_t in_send;          /* tcp_send__queued's output runs: MSG_MORE holds only then */
     uint8_t sndbuf_full;      /* a send found too little room (Linux SOCK_NOSPACE): TCP_INFO */
     uint8_t buf_lock;         /* TCP_LOCK_*: the application sized a buffer, no autotuning */
+    uint8_t eor_recs;         /* a send with MSG_EOR queued data: the output looks for record ends */
     uint16_t mss;             /* effective send MSS (no options): peer MSS clamped by route */
     uint16_t peer_mss, user_mss, rcv_mss;
     uint16_t dupacks;
@@ -495,7 +497,7 @@ int tcp_conn__accept(struct tcp_shared *sh, slip_idx_t listener);
 /* Copies application bytes into send buffers and transmits what the window, Nagle and cork
  * allow. Returns bytes accepted (possibly fewer than asked), -EAGAIN (buffer full),
  * -EPIPE (shut down for writing or closed; the stack raises SIGPIPE), -ENOTCONN, or the pending
- * so_error. flags: TCP_SEND_MORE, TCP_SEND_AUTOCORK. */
+ * so_error. flags: TCP_SEND_MORE, TCP_SEND_AUTOCORK, TCP_SEND_EOR. */
 ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t c, const struct iovec *iov,
                        int iovcnt, unsigned flags);
 /* Zero-copy send (tcp_zc.c). send_room: the bytes the send queue takes now, or what a send would

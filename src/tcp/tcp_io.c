@@ -49,7 +49,7 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     while (done < todo) {
         slip_idx_t t = c->sndq.tail;
         struct pkt_meta *m = t != SLIP_NIL ? pkt__meta(pool, t) : NULL;
-        if (!m || (uint32_t)m->off + m->len >= cap) {
+        if (!m || (uint32_t)m->off + m->len >= cap || (m->sflags & PKT_SND_EOR)) {
             slip_idx_t n = pkt__alloc(pool);
             if (n == SLIP_NIL) {
                 sh->c.no_frame++;
@@ -79,6 +79,12 @@ ssize_t tcp_conn__send(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, 
     }
     if (done == 0)
         return -ENOBUFS;
+    if ((flags & TCP_SEND_EOR) && done == want) {
+        /* The whole record is queued: its last buffer ends it (a short send leaves the mark to
+         * the call that queues the rest, as the caller passes MSG_EOR again). */
+        pkt__meta(pool, c->sndq.tail)->sflags |= PKT_SND_EOR;
+        c->eor_recs = 1;
+    }
     tcp_send__queued(env, sh, c, flags);
     return (ssize_t)done;
 }

@@ -418,19 +418,45 @@ static uint32_t open_usable(const struct tcp_conn *c, uint32_t dmss)
     return wnd > inflight ? wnd - inflight : 0;
 }
 
-/* Open state: the segment from seq, with usable bytes of window and left bytes of data after
- * seq (fin_last: the FIN follows them). Its length in *len and whether the FIN rides on it in
- * *fin; false when nothing may leave now. */
-static bool open_next(const struct tcp_conn *c, uint32_t seq, uint32_t usable, uint32_t left, bool fin_last,
-                      uint32_t dmss, uint32_t *len, bool *fin)
+/* MSG_EOR (as Linux since 4.8): a segment of [seq, seq+len) stops at the end of a record;
+ * *rec_end says it ends at one. Only connections that sent a record walk the queue. */
+static uint32_t eor_clamp(const struct pkt_pool *pool, const struct tcp_conn *c, uint32_t seq, uint32_t len,
+                          bool *rec_end)
 {
-    uint32_t n = SLIP_MIN(SLIP_MIN(left, usable), dmss);
+    *rec_end = false;
+    if (!c->eor_recs || !len || seq_lt(seq, c->snd_q_seq))
+        return len;
+    uint32_t off = seq - c->snd_q_seq, pos = 0;
+    for (slip_idx_t b = c->sndq.head; b != SLIP_NIL; b = pkt__meta(pool, b)->next) {
+        const struct pkt_meta *m = pkt__meta(pool, b);
+        uint32_t end = pos + m->len;
+        if (end >= off + len && !(end == off + len && (m->sflags & PKT_SND_EOR)))
+            return len;
+        if (end > off && (m->sflags & PKT_SND_EOR)) {
+            *rec_end = true;
+            return end - off;
+        }
+        pos = end;
+    }
+    return len;
+}
+
+/* Open state: the segment from seq, with usable bytes of window and left bytes of data after
+ * seq (fin_last: the FIN follows them). Its length in *len, whether the FIN rides on it in *fin
+ * and whether it ends a record in *rec_end; false when nothing may leave now. */
+static bool open_next(const struct pkt_pool *pool, const struct tcp_conn *c, uint32_t seq, uint32_t usable,
+                      uint32_t left, bool fin_last, uint32_t dmss, uint32_t *len, bool *fin, bool *rec_end)
+{
+    uint32_t n = eor_clamp(pool, c, seq, SLIP_MIN(SLIP_MIN(left, usable), dmss), rec_end);
     /* The FIN rides on the segment that carries the last byte (or alone). */
     *fin = fin_last && n == left;
     *len = n;
     if (n == 0 && !*fin)
         return false;
-    if (n > 0 && n < dmss && !seq_lt(seq, c->snd_max) && !*fin && !may_send_partial(c, n, left))
+    /* Nagle holds a partial last segment; one cut short by a record end with more data after it
+     * goes (Linux tests Nagle on the queue's last skb only). */
+    if (n > 0 && n < dmss && !seq_lt(seq, c->snd_max) && !*fin && !(*rec_end && n < left) &&
+        !may_send_partial(c, n, left))
         return false;
     return true;
 }
@@ -458,8 +484,9 @@ static bool burst_ends(const struct ip_env *env, const struct tcp_conn *c, uint3
     usable = usable > len ? usable - len : 0;
     uint32_t left = seq_lt(next, data_end) ? data_end - next : 0;
     uint32_t nlen;
-    bool nfin;
-    return !open_next(c, next, usable, left, fin_wanted && next + left == data_end, dmss, &nlen, &nfin);
+    bool nfin, nrec;
+    return !open_next(env->pool, c, next, usable, left, fin_wanted && next + left == data_end, dmss, &nlen, &nfin,
+                      &nrec);
 }
 
 int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
@@ -505,6 +532,7 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
         bool rexmit = false;
         uint8_t flags = WIRE_TCP_ACK;
         uint32_t pipe = 0;
+        bool rec_end = false;
 
         if (sack_rec) {
             /* RFC 6675 §5 step (C) with RACK's marks (as Linux): while pipe leaves room in cwnd,
@@ -529,9 +557,11 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
                 if (seq_geq(seq, wend))
                     break;
                 len = SLIP_MIN(len, wend - seq);
-                if (len < dmss && !may_send_partial(c, len, data_end - seq))
-                    break;
             }
+            len = eor_clamp(env->pool, c, seq, len, &rec_end);
+            if (!rexmit && len < dmss && !(rec_end && seq + len != data_end) &&
+                !may_send_partial(c, len, data_end - seq))
+                break;
             if (seq_geq(seq + len, data_end) && fin_wanted && seq_leq(seq, fin_seq) &&
                 (!rexmit || seq_leq(fin_seq, c->snd_max)))
                 flags |= WIRE_TCP_FIN;
@@ -541,8 +571,8 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
             seq = c->snd_nxt;
             uint32_t left = seq_lt(seq, data_end) ? data_end - seq : 0;
             bool fin_now;
-            if (!open_next(c, seq, open_usable(c, dmss), left, fin_wanted && seq + left == fin_seq, dmss, &len,
-                           &fin_now))
+            if (!open_next(env->pool, c, seq, open_usable(c, dmss), left, fin_wanted && seq + left == fin_seq, dmss,
+                           &len, &fin_now, &rec_end))
                 break;
             rexmit = seq_lt(seq, c->snd_max);
             /* A FIN alone needs no window; data with it respects what was computed above. */
@@ -561,13 +591,13 @@ int tcp_output(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
                 break;
             }
         }
-        /* PSH on the segment that empties the queue and on the last of each burst of two or
-         * more (as Linux, which ends each TSO packet with it but resends a lone lost segment,
-         * or sends one new segment per ACK in recovery, without it), unless the application
-         * said more follows (MSG_MORE: Linux marks no push for it either). RFC 9293 §3.9.1:
-         * PSH is advisory; receivers' GRO delivers at it. */
+        /* PSH on the segment that empties the queue, on one that ends a record (MSG_EOR) and on
+         * the last of each burst of two or more (as Linux, which ends each TSO packet with it
+         * but resends a lone lost segment, or sends one new segment per ACK in recovery,
+         * without it), unless the application said more follows (MSG_MORE: Linux marks no push
+         * for it either). RFC 9293 §3.9.1: PSH is advisory; receivers' GRO delivers at it. */
         if (len && !(c->flags & TCPF_MORE) &&
-            (seq + len == data_end ||
+            (seq + len == data_end || rec_end ||
              (sent && burst_ends(env, c, seq, len, rexmit, sack_rec, pipe, data_end, fin_wanted, dmss, pace_at))))
             flags |= WIRE_TCP_PSH;
         rc = tcp_output__segment(env, sh, c, seq, len, flags);

@@ -180,6 +180,36 @@ TEST(test_psh_ends_each_burst)
     cf_close(&s);
 }
 
+/* MSG_EOR (packetdrill's eor/no-coalesce-small): 10400 bytes, then 400 that end a record, then
+ * 10000. After the initial window, the 800 bytes up to the record's end leave as one segment
+ * (with PSH, although shorter than the MSS and more follows), and nothing joins them to the
+ * next write's bytes. */
+TEST(test_msg_eor_ends_a_segment)
+{
+    struct cf s;
+    cf_init(&s);
+    cf_handshake(&s, 1000, 2000, true);
+    CHECK(cf_send(&s, 10400, 0), ==, 10400);
+    CHECK(cf_send(&s, 400, TCP_SEND_EOR), ==, 400);
+    CHECK(cf_send(&s, 10000, 0), ==, 10000);
+    CHECK(s.h.nsent, ==, 10u);
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 10001, NULL, 0, 2000);
+    CHECK(s.h.nsent, ==, 11u);
+    struct tout o;
+    CHECK(t_sent(&s.h, 0, &o), ==, true);
+    CHECK(o.th.seq, ==, s.iss + 10001);
+    CHECK(o.len, ==, 800u);
+    CHECK(o.th.flags & WIRE_TCP_PSH, !=, 0);
+    for (unsigned i = 1; i < s.h.nsent; i++) {
+        CHECK(t_sent(&s.h, i, &o), ==, true);
+        CHECK(o.th.seq, ==, s.iss + 10801 + (i - 1) * 1000);
+        CHECK(o.len, ==, 1000u);
+    }
+    cf_close(&s);
+}
+
 /* A segment resent in fast recovery carries no PSH (Linux resends the lost segment alone, cut
  * from its TSO packet; packetdrill's fast_retransmit/fr-4pkt-sack, fast_recovery/prr-ss-*):
  * three segments SACKed above the first, which goes again without PSH. */
