@@ -24,14 +24,16 @@ Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools
 (slip-delayfwd: AF_PACKET in, a timed FIFO, out) in the router, which also does the loss; they
 move SLIP_LOSS_RTT_MIB (default 4) MiB, since CUBIC at 5 % loss and 50 ms moves ~0.2 MB/s.
 SLIP_LOSS_MIB (default 64, 16 with --quick), SLIP_LOSS_RATES (default 0.1,1,3,5),
-SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side;
+SLIP_LOSS_ROUNDS (default 1) change the rest; SLIP_LOSS_RECV=0 leaves out the receiver side,
+SLIP_LOSS_SEND=0 the sender side; SLIP_LOSS_STACK_RECV picks the stack's receiver (below);
 SLIP_LOSS_ALGOS=bbr leaves out the CUBIC senders (default "cubic,bbr").
 
 Receiver side (a second table): the same loss rates and RTTs, a kernel CUBIC sender in a to a
-receiver in b, the kernel's (tcp_bulk recv) or the stack's (tcp_tool serve-recv | tcp_bulk
-check), same bytes (SLIP_LOSS_RECV_CC=bbr: a kernel BBR sender instead, whose window at 50 ms
-outgrows a fixed 256 KiB receive buffer); the sender's retransmissions and RTO expiries (nstat in a) show how well each
-receiver's ACKs (SACK, D-SACK, immediate ACKs for holes) let the same sender recover.
+receiver in b, the kernel's (tcp_bulk recv) or the stack's (by default the same tcp_bulk recv
+under `slipstream run`; SLIP_LOSS_STACK_RECV=tool: tcp_tool serve-recv | tcp_bulk check), same
+bytes (SLIP_LOSS_RECV_CC=bbr: a kernel BBR sender instead, whose window at 50 ms outgrows a fixed
+256 KiB receive buffer); the sender's retransmissions and RTO expiries (nstat in a) show how well
+each receiver's ACKs (SACK, D-SACK, immediate ACKs for holes) let the same sender recover.
 """
 
 import os
@@ -53,6 +55,11 @@ RECV_CC = os.environ.get("SLIP_LOSS_RECV_CC", "cubic")
 # Which sender pairs run (SLIP_LOSS_ALGOS, default "cubic,bbr"): "bbr" alone skips the CUBIC
 # transfers, which at 50 ms and 3-5 % loss take minutes each.
 ALGOS = [x for x in os.environ.get("SLIP_LOSS_ALGOS", "cubic,bbr").split(",") if x]
+# The stack's receiver (SLIP_LOSS_STACK_RECV): "bulk" (default), the kernel side's own program,
+# tcp_bulk recv, under `slipstream run`, so both sides run the same receiver; "tool", tcp_tool
+# serve-recv piping into tcp_bulk check (the tables before the twelfth session: a third process
+# and a pipe copy on a 2-core machine, which at 1 ms held it near 75 MiB/s).
+STACK_RECV = os.environ.get("SLIP_LOSS_STACK_RECV", "bulk")
 
 
 def log(msg):
@@ -143,7 +150,14 @@ def recv_side(tcp, tb, tool, nbytes, seed, stack, cc="cubic"):
     a, b = tb.host("a"), tb.host("b")
     port = PORT + 2 + int(stack)
     before = nstat(a)
-    if stack:
+    if stack and STACK_RECV == "bulk":
+        slip = tool.parent.parent.parent / "slipstream"
+        t = b.popen([str(slip), "run", "--iface", b.ifname, "--", tcp.PY, tcp.BULK, "recv", str(port), str(nbytes),
+                     "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = t.stderr.readline().decode(errors="replace")
+        assert line.startswith("listening"), line + t.stderr.read().decode(errors="replace")[-500:]
+        procs = [("recv", t)]
+    elif stack:
         t = b.popen([str(tool), "--iface", b.ifname, "--counters", "serve-recv", str(port)],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         chk = b.popen([tcp.PY, tcp.BULK, "check", str(nbytes), "--seed", str(seed)], stdin=t.stdout,
@@ -160,7 +174,8 @@ def recv_side(tcp, tb, tool, nbytes, seed, stack, cc="cubic"):
     snd = a.popen([tcp.PY, tcp.BULK, "send", b.addr, str(port), str(nbytes), "--seed", str(seed), "--cc", cc],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     outs = tcp.finish([("send", snd)] + procs, 900)
-    r = tcp.json_of(outs["check" if stack else "recv"][0].decode(errors="replace"), "receiver")
+    r = tcp.json_of(outs["check" if stack and STACK_RECV != "bulk" else "recv"][0].decode(errors="replace"),
+                    "receiver")
     # The sender's time (connect to the receiver's clean close) for both: tcp_bulk check, behind
     # the stack's receiver, starts its clock when it starts, before the sender connects.
     snt = tcp.json_of(outs["send"][0].decode(errors="replace"), "sender")
@@ -273,7 +288,8 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     rates = [float(x) for x in os.environ.get("SLIP_LOSS_RATES", ",".join(map(str, RATES))).split(",")]
     rtts = [float(x) for x in os.environ.get("SLIP_LOSS_RTTS", "0,50").split(",")]
     rows = []
-    for rtt in rtts:
+    # SLIP_LOSS_SEND=0 skips the sender-side table (for receiver-side runs alone).
+    for rtt in (rtts if os.environ.get("SLIP_LOSS_SEND", "1") != "0" else []):
         for pct in rates:
             n = nbytes_rtt if rtt else nbytes
             k_runs, s_runs, b_runs, sb_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
