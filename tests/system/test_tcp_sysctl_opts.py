@@ -78,50 +78,37 @@ def options_of(proc):
     raise AssertionError(f"no options line: {out!r} {err[-1000:]!r}")
 
 
-def stack_client(a, b, slip, tmp_path, value, port):
-    flag = str(tmp_path / f"go-client-{value}")
+def one_connection(a, b, slip, tmp_path, value, port, stack_serves):
+    """The stack's program starts with the sysctls at 1 - value, they change to value, then it
+    connects to a kernel server in a (or listens, and a kernel client connects): the kernel
+    side's tcpi_options."""
+    flag = str(tmp_path / f"go-{port}")
     set_opts(b, 1 - value)          # what the stack sees when it starts
-    srv = a.popen(["python3", "-c", KSERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cli = None
+    if stack_serves:
+        kern_cmd = ["python3", "-c", KCLIENT, b.addr, str(port)]
+        stack_cmd = slip + ["python3", "-c", SSERVER, str(port), flag]
+    else:
+        kern_cmd = ["python3", "-c", KSERVER, str(port)]
+        stack_cmd = slip + ["python3", "-c", SCLIENT, a.addr, str(port), flag]
+    kern = stack = None
     try:
-        assert srv.stdout.readline().strip() == "listening"
-        cli = b.popen(slip + ["python3", "-c", SCLIENT, a.addr, str(port), flag],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert cli.stdout.readline().strip() == "started", cli.stderr.read() if cli.poll() is not None else ""
-        time.sleep(1.1)             # past the stack's once-a-second limit on reading them again
+        if not stack_serves:
+            kern = a.popen(kern_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert kern.stdout.readline().strip() == "listening"
+        stack = b.popen(stack_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert stack.stdout.readline().strip() == "started", stack.stderr.read() if stack.poll() is not None else ""
         set_opts(b, value)
         open(flag, "w").close()
-        opts = options_of(srv)
-        out, err = cli.communicate(timeout=30)
-        assert cli.returncode == 0 and "done" in out, (out, err[-1000:])
+        if stack_serves:
+            assert stack.stdout.readline().strip() == "listening", \
+                stack.stderr.read() if stack.poll() is not None else ""
+            kern = a.popen(kern_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        opts = options_of(kern)
+        out, err = stack.communicate(timeout=30)
+        assert stack.returncode == 0 and "done" in out, (out, err[-1000:])
         return opts
     finally:
-        for p in (srv, cli):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def stack_server(a, b, slip, tmp_path, value, port):
-    flag = str(tmp_path / f"go-server-{value}")
-    set_opts(b, 1 - value)
-    srv = b.popen(slip + ["python3", "-c", SSERVER, str(port), flag],
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cli = None
-    try:
-        assert srv.stdout.readline().strip() == "started", srv.stderr.read() if srv.poll() is not None else ""
-        time.sleep(1.1)
-        set_opts(b, value)
-        open(flag, "w").close()
-        assert srv.stdout.readline().strip() == "listening", srv.stderr.read() if srv.poll() is not None else ""
-        cli = a.popen(["python3", "-c", KCLIENT, b.addr, str(port)], stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE, text=True)
-        opts = options_of(cli)
-        out, err = srv.communicate(timeout=30)
-        assert srv.returncode == 0 and "done" in out, (out, err[-1000:])
-        return opts
-    finally:
-        for p in (srv, cli):
+        for p in (kern, stack):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
@@ -138,10 +125,10 @@ def test_syn_options_follow_the_namespace_sysctls(testbed, slip_bin, tmp_path):
     slip = [str(slip_bin("slipstream")), "run", "--iface", b.ifname, "--"]
     all3 = OPT_TS | OPT_SACK | OPT_WS
     got = {
-        ("client", 0): stack_client(a, b, slip, tmp_path, 0, 7431),
-        ("server", 0): stack_server(a, b, slip, tmp_path, 0, 7432),
-        ("client", 1): stack_client(a, b, slip, tmp_path, 1, 7433),
-        ("server", 1): stack_server(a, b, slip, tmp_path, 1, 7434),
+        ("client", 0): one_connection(a, b, slip, tmp_path, 0, 7431, False),
+        ("server", 0): one_connection(a, b, slip, tmp_path, 0, 7432, True),
+        ("client", 1): one_connection(a, b, slip, tmp_path, 1, 7433, False),
+        ("server", 1): one_connection(a, b, slip, tmp_path, 1, 7434, True),
     }
     print(got)
     for (side, value), opts in got.items():
