@@ -612,7 +612,8 @@ void tcp_rack__schedule_pto(struct ip_env *env, struct tcp_shared *sh, struct tc
      * timeout. In recovery and after a timeout the same timer arms the recovery probe
      * (recovery_probe below), re-armed by every ACK; but not while timeouts follow each other
      * with no ACK of new data between them (rxt_shift): then the path may be dead, and only the
-     * backed-off RTO retransmits (RFC 8961 §4 (4); Linux neither probes in its Loss state). */
+     * backed-off RTO retransmits (RFC 8961 §4 (4); Linux does not probe in its Loss state
+     * either). */
     if (!sack_capable(c) || c->snd_una == c->snd_max || c->tlp_state || c->rxt_shift) {
         tcp_timer__stop(c, TT_PTO);
         return;
@@ -680,11 +681,9 @@ static void recovery_probe(struct ip_env *env, struct tcp_shared *sh, struct tcp
     int rc = -1;
     bool fin_out = (c->flags & TCPF_FIN_SENT) && c->snd_max == data_end + 1;
     bool found;
-    if (c->undo.frto == 1) {
-        /* F-RTO step 2 waits for the ACK of the timeout's retransmission: send that again, so
-         * that no other original is retransmitted before RFC 5682 §3 judges the timeout. */
-        found = first_hole(c, &seq, &len);
-    } else if (c->undo.frto == 2) {
+    /* (None before F-RTO step 2, while the first ACK after the timeout is awaited:
+     * tcp_rack__schedule_pto arms no probe while rxt_shift holds.) */
+    if (c->undo.frto == 2) {
         found = false;                  /* step 3: new data (below) */
     } else {
         found = tcp_rack__next_lost(c, &seq, &len) || first_hole(c, &seq, &len);
