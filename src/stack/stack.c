@@ -261,10 +261,12 @@ static bool read_sysctl(const char *path, long *v, int n)
  * connection (a change within a second of the last read may wait for the next one). */
 void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock)
 {
-    slip_time_t now = slip_stack__now();
-    if (take_lock && now - s->sysctl_at < SLIP_SEC)
-        return;
-    s->sysctl_at = now;
+    if (take_lock) {
+        slip_time_t now = slip_stack__now();
+        if (s->sysctl_at && now - s->sysctl_at < SLIP_SEC)
+            return;
+        s->sysctl_at = now;
+    }
     struct tcp_shared *t = s->tcp;
     uint8_t ecn = t->ecn, moderate = t->moderate_rcvbuf, off = 0;
     uint32_t wmem = t->wmem_max, rmem = t->rmem_max;
@@ -439,8 +441,7 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     }
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);
-    slip_stack__tcp_sysctls(s, false);
-    s->sysctl_at = 0;       /* the first connect or listen reads them again, however soon */
+    slip_stack__tcp_sysctls(s, false);     /* the first connect or listen reads them again */
 
     rc = ctl__open(&s->ctl, s->ctl_t);
     if (rc < 0) {

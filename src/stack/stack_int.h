@@ -155,7 +155,7 @@ struct slip_stack {
     unsigned index;             /* shm->index, read once */
     int token_fd;               /* the listening socket that holds the index (group.c), or -1 */
     struct slip_shm *shm;
-    slip_time_t sysctl_at;      /* when slip_stack__tcp_sysctls last read the kernel's settings */
+    slip_time_t sysctl_at;      /* when a connect or listen last read the TCP sysctls (0: none yet) */
     struct pkt_pool pool;
     struct xsk_umem_area *umem;
     struct ctl *ctl;
