@@ -34,6 +34,13 @@ struct netdev_ops {
     /* Optional: when the device wants rx_burst called again (frames it holds back), or
      * SLIP_TIME_NEVER. NULL: never. */
     slip_time_t (*deadline)(const struct netdev *d);
+    /* Optional, both or neither: rx_peek reads up to max received frames and leaves them on the
+     * device's ring, rx_release gives up the ring's first n of them (the caller owns those
+     * frames from then on). A process killed while it works through a burst then leaves what it
+     * had not reached yet on the ring, for whoever takes the ring over, where rx_burst's frames
+     * would have gone with it (up to a burst). */
+    unsigned (*rx_peek)(struct netdev *d, struct netdev_frame *frames, unsigned max);
+    void (*rx_release)(struct netdev *d, unsigned n);
 };
 
 struct netdev {
@@ -44,6 +51,19 @@ struct netdev {
 static inline unsigned netdev__rx_burst(struct netdev *d, struct netdev_frame *f, unsigned max)
 {
     return d->ops->rx_burst(d, f, max);
+}
+
+/* Received frames left on the ring until netdev__rx_release (a device without rx_peek hands them
+ * over at once, as rx_burst does, and its release does nothing). */
+static inline unsigned netdev__rx_peek(struct netdev *d, struct netdev_frame *f, unsigned max)
+{
+    return d->ops->rx_peek ? d->ops->rx_peek(d, f, max) : d->ops->rx_burst(d, f, max);
+}
+
+static inline void netdev__rx_release(struct netdev *d, unsigned n)
+{
+    if (d->ops->rx_peek)
+        d->ops->rx_release(d, n);
 }
 
 static inline unsigned netdev__tx_enqueue(struct netdev *d, const struct netdev_frame *f, unsigned n)

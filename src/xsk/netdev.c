@@ -18,6 +18,16 @@ static unsigned xd_rx_burst(struct netdev *d, struct netdev_frame *f, unsigned m
     return xsk_port__rx_burst(port_of(d), (struct xsk_frame *)f, max);
 }
 
+static unsigned xd_rx_peek(struct netdev *d, struct netdev_frame *f, unsigned max)
+{
+    return xsk_port__rx_peek(port_of(d), (struct xsk_frame *)f, max);
+}
+
+static void xd_rx_release(struct netdev *d, unsigned n)
+{
+    xsk_port__rx_release(port_of(d), n);
+}
+
 static unsigned xd_tx_enqueue(struct netdev *d, const struct netdev_frame *f, unsigned n)
 {
     return xsk_port__tx_burst(port_of(d), (const struct xsk_frame *)f, n);
@@ -50,6 +60,8 @@ static const struct netdev_ops xsk_netdev_ops = {
     .tx_queued = xd_tx_queued,
     .complete = xd_complete,
     .rx_pending = xd_rx_pending,
+    .rx_peek = xd_rx_peek,
+    .rx_release = xd_rx_release,
 };
 
 void xsk_netdev__init(struct xsk_netdev *x, struct xsk_port *p, uint32_t ifindex)

@@ -403,9 +403,13 @@ static void port_refill_locked(struct xsk_port *p)
     /* reserve is all-or-nothing, and n fits the free room computed above. */
     if (xsk_ring_prod__reserve(p->fill, n, &idx) != n)
         return;
-    for (uint32_t i = 0; i < n; i++)
+    /* One entry at a time, each submitted as soon as its frame left the pool: a process killed
+     * in this loop loses at most the frame in between, where a submit of the whole batch at the
+     * end lost every frame taken so far (up to a quarter ring). */
+    for (uint32_t i = 0; i < n; i++) {
         *xsk_ring_prod__fill_addr(p->fill, idx + i) = xsk_frame_pool__get(pool, p->u->cfg.nframes);
-    xsk_ring_prod__submit(p->fill, n);
+        xsk_ring_prod__submit(p->fill, 1);
+    }
 }
 
 int xsk_port__create(struct xsk_port **out, struct xsk_umem_area *u, const struct xsk_port_config *cfg,
@@ -550,6 +554,7 @@ void xsk_port__destroy(struct xsk_port *p)
      * stay lost to the pool: reading them back races with the kernel while bound. */
     xsk_port__complete(p);
     uint32_t idx;
+    p->rx.cached_cons = __atomic_load_n(p->rx.consumer, __ATOMIC_RELAXED);
     uint32_t n = xsk_ring_cons__peek(&p->rx, p->rx.size, &idx);
     for (uint32_t i = 0; i < n; i++)
         xsk_frame_pool__put(u->pool, u->cfg.nframes, xsk_ring_cons__rx_desc(&p->rx, idx + i)->addr);
@@ -578,7 +583,23 @@ int xsk_port__ifindex(const struct xsk_port *p) { return p->ifindex; }
 
 unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsigned max)
 {
+    unsigned n = xsk_port__rx_peek(p, frames, max);
+    xsk_port__rx_release(p, n);
+    return n;
+}
+
+void xsk_port__rx_release(struct xsk_port *p, unsigned n)
+{
+    if (n)
+        xsk_ring_cons__release(&p->rx, n);
+}
+
+unsigned xsk_port__rx_peek(struct xsk_port *p, struct xsk_frame *frames, unsigned max)
+{
     uint32_t idx;
+    /* From the shared consumer index: entries a previous peek left unreleased (its caller was
+     * killed, or stopped early) come first, not after them. */
+    p->rx.cached_cons = __atomic_load_n(p->rx.consumer, __ATOMIC_RELAXED);
     unsigned n = xsk_ring_cons__peek(&p->rx, max, &idx);
     for (unsigned i = 0; i < n; i++) {
         const struct xdp_desc *d = xsk_ring_cons__rx_desc(&p->rx, idx + i);
@@ -587,7 +608,6 @@ unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsign
         frames[i].pad_ = 0;
     }
     if (n) {
-        xsk_ring_cons__release(&p->rx, n);
         p->sw->rx_packets += n;
         p->sw->rx_bursts++;
     }

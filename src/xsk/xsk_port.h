@@ -88,6 +88,11 @@ int xsk_port__ifindex(const struct xsk_port *p);
  * xsk_frame_pool__put), then tops up the fill ring from the pool (waking the kernel when
  * need_wakeup asks for it). */
 unsigned xsk_port__rx_burst(struct xsk_port *p, struct xsk_frame *frames, unsigned max);
+/* The same, but the frames stay on the RX ring until xsk_port__rx_release gives up its first n
+ * (the caller owns them from then on): one at a time, a process killed inside a burst loses at
+ * most the frame in its hands, and the ring's next reader (after a resync) gets the rest. */
+unsigned xsk_port__rx_peek(struct xsk_port *p, struct xsk_frame *frames, unsigned max);
+void xsk_port__rx_release(struct xsk_port *p, unsigned n);
 /* Queues frames on the TX ring; returns how many were taken (the rest stay the caller's).
  * Frames are owned by the port until their completion comes back into the pool. */
 unsigned xsk_port__tx_burst(struct xsk_port *p, const struct xsk_frame *frames, unsigned n);

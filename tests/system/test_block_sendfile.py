@@ -253,23 +253,6 @@ while s.recv(1 << 20):
 """
 
 
-def group_missing(b, exe):
-    """Frames of the UMEM neither free (a stack's cache or the group pool) nor posted to the fill
-    ring, as the keeper's stack (index 0) sees them; None while `slipstream stat` cannot say (a
-    stack of the group is being closed by its guardian)."""
-    st = b.run([str(exe), "stat", "--iface", "veth0"], timeout=30)
-    c, cur = {}, None
-    for line in st.stdout.splitlines():
-        if line.startswith("stack "):
-            cur = dict(f.split("=", 1) for f in line.split()[2:]).get("index")
-        elif cur == "0" and line.startswith("pool."):
-            k, v = line.split()[:2]
-            c[k] = int(v)
-    if not {"pool.frames", "pool.free", "pool.fill_posted"} <= set(c):
-        return None, st.stdout + st.stderr
-    return c["pool.frames"] - c["pool.free"] - c["pool.fill_posted"], c
-
-
 def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, docroot, tmp_path):
     """Programs killed (SIGKILL) while they stream a file by sendfile into lent frames lose no
     frame of the UMEM their stacks share with an echo server's: not the loan they hold (whoever
@@ -286,7 +269,7 @@ def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, d
     import signal
     import time
     from test_apps import APPS, PY, start, stop, wait_listening
-    from test_share import echo_round
+    from test_share import echo_round, settled_missing
     a, b = testbed.host("a"), testbed.host("b")
     root, data = docroot
     exe = build_dir / "slipstream"
@@ -319,14 +302,7 @@ def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, d
                 s.kill()
                 s.wait()
         echo_round(a, 7301, conns=5, msgs=5)        # the keeper still serves
-        # Once the guardians have closed the dead stacks, every frame is back (one guardian takes
-        # about 0.3 s to see its stack orphaned, then closes it).
-        deadline = time.monotonic() + 15
-        while True:
-            missing, c = group_missing(b, exe)
-            if missing == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        missing, c = settled_missing(b, exe)
         print("frames missing:", missing, c)
         # What a kill can still lose (docs/ARCHITECTURE.md, "sendfile into frames"): the one frame
         # in its hands, a segment's being built or one between the cache and a loan's chain (the
