@@ -51,6 +51,8 @@ struct blk_stats {
     uint64_t sendfile_declined;
     uint64_t sendfile_twins;            /* O_DIRECT descriptors opened for it (files not in the cache) */
     uint64_t splice_bytes;              /* splice pipe -> accelerated TCP socket, read into frames */
+    uint64_t sendfile_copied_bytes;     /* sendfile bytes the copying path sent (a call under the
+                                         * frames' threshold, a declined file, the path off) */
 };
 
 struct blk_config {

@@ -274,11 +274,13 @@ void blk__stats_print(const struct blk_stats *s, FILE *f)
             (unsigned long long)s->fixed_file_ops, (unsigned long long)s->bounced_ops,
             (unsigned long long)s->iopoll_ops, (unsigned long long)s->iopoll_refused);
     fprintf(f, "block pid %d: sendfile_calls %llu sendfile_reads %llu sendfile_cached_reads %llu sendfile_bytes %llu "
-               "sendfile_cached_bytes %llu sendfile_declined %llu sendfile_twins %llu splice_bytes %llu\n",
+               "sendfile_cached_bytes %llu sendfile_declined %llu sendfile_twins %llu splice_bytes %llu "
+               "sendfile_copied_bytes %llu\n",
             (int)s->pid, (unsigned long long)s->sendfile_calls, (unsigned long long)s->sendfile_reads,
             (unsigned long long)s->sendfile_cached_reads, (unsigned long long)s->sendfile_bytes,
             (unsigned long long)s->sendfile_cached_bytes, (unsigned long long)s->sendfile_declined,
-            (unsigned long long)s->sendfile_twins, (unsigned long long)s->splice_bytes);
+            (unsigned long long)s->sendfile_twins, (unsigned long long)s->splice_bytes,
+            (unsigned long long)s->sendfile_copied_bytes);
     fprintf(f, "block pid %d: passed to the kernel:", (int)s->pid);
     for (int i = 0; i < BLK_PASS_COUNT; i++)
         fprintf(f, " %s %llu", why[i], (unsigned long long)s->passed[i]);

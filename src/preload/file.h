@@ -64,6 +64,10 @@ int file_direct_twin(int fd, const struct stat *st, uint32_t *align, uint32_t *m
  * path took the call (*ret: its result, errno set); false: the caller copies as before. */
 struct pfd;
 bool file_sendfile(struct pfd *p, int in, off_t *off, size_t n, ssize_t *ret);
+/* The copying path sent n bytes of a sendfile to an accelerated TCP socket: counted while the
+ * block path is on (sendfile_copied_bytes: a call below the frames' threshold, a declined file,
+ * SLIP_BLOCK_SENDFILE=0). */
+void file_sendfile_copied(size_t n);
 /* Whether sends from files and pipes go through lent frames (the block path and
  * SLIP_BLOCK_SENDFILE on): sendfile above, splice's pipe -> socket half (splice.c). */
 bool bfd_frames_on(void);

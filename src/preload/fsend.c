@@ -187,6 +187,12 @@ static ssize_t frames_send(struct pfd *p, struct direct *d, bool cache, off_t st
     return (ssize_t)done;
 }
 
+void file_sendfile_copied(size_t n)
+{
+    if (g_bfd && n)
+        __atomic_fetch_add(&blk__stats()->sendfile_copied_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
 bool bfd_frames_on(void)
 {
     return g_bfd && blk__config()->sendfile && g_pre.stack;

@@ -441,6 +441,7 @@ ssize_t pre_sendfile(int out, int in, off_t *off, size_t n)
     }
     if (off)
         *off += (off_t)done;
+    file_sendfile_copied(done);
     return (ssize_t)done;
 }
 
