@@ -12,6 +12,7 @@
 #define N_RTT_SAMPLE       8u
 #define CSS_GROWTH_DIVISOR 4u
 #define CSS_ROUNDS         5u
+#define SS_LIMIT_SEGS      8u      /* L without pacing */
 
 void tcp_hystart__rtt(struct tcp_conn *c, uint32_t rtt_us)
 {
@@ -73,9 +74,12 @@ uint32_t tcp_cc__slow_start(struct tcp_conn *c, uint32_t acked)
     uint32_t div = round_check(c);
     if (div == 0)
         return acked;                   /* HyStart++ just ended slow start: all of it is avoidance */
-    /* RFC 5681 §3.1 eq. 2 with RFC 3465 L = 2: at most 2 SMSS per ACK (RFC 9406 §4.2 allows L up
-     * to 8 without pacing; we keep 2), divided by CSS_GROWTH_DIVISOR in CSS. */
-    uint32_t inc = SLIP_MIN(acked, 2 * smss) / div;
+    /* RFC 9406 §4.2: cwnd grows by min(acked, L * SMSS) per ACK, divided by CSS_GROWTH_DIVISOR
+     * in CSS, with L = 8 for a sender that does not pace (§4.3; CUBIC and NewReno here; BBR
+     * runs its own STARTUP). RFC 3465's L = 2 held a sender back behind receivers that
+     * acknowledge several segments at once (Linux's after GRO: about six at 1 ms; ours, one ACK
+     * per received burst), where Linux's sender takes all of it. */
+    uint32_t inc = SLIP_MIN(acked, SS_LIMIT_SEGS * smss) / div;
     uint32_t room = c->ssthresh > c->cwnd ? c->ssthresh - c->cwnd : 0;
     if (inc <= room) {
         c->cwnd += inc;

@@ -134,11 +134,14 @@ TEST(test_newreno_cwnd_arithmetic)
     const struct tcp_cc_ops *cc = tcp_cc__get(TCP_CC_NEWRENO);
     cc->init(c);
     CHECK(c->cwnd, ==, 10000);           /* IW10 */
-    /* Slow start: +min(acked, 2 SMSS) per ACK. */
+    /* Slow start: +min(acked, L SMSS) per ACK, L = 8 unpaced (RFC 9406 §4.3). */
     cc->on_ack(c, 1000, 0);
     CHECK(c->cwnd, ==, 11000);
     cc->on_ack(c, 5000, 0);
-    CHECK(c->cwnd, ==, 13000);
+    CHECK(c->cwnd, ==, 16000);
+    cc->on_ack(c, 12000, 0);
+    CHECK(c->cwnd, ==, 24000);
+    c->cwnd = 13000;
     /* Loss: ssthresh = max(flight/2, 2 SMSS). */
     c->snd_una = 0;
     c->snd_max = 12000;
