@@ -158,6 +158,9 @@ struct ip_env {
     struct ip_txq *txq;
     unsigned ntxq;
     slip_time_t now;
+    /* The caller is working through a burst of received frames and calls tcp__burst_end after
+     * it: TCP may owe one ACK for several of the burst's segments (as Linux after GRO). */
+    bool rx_burst;
 };
 
 /* What ip_input() found: a datagram for a local address. pkt is the head of a buffer chain whose

@@ -107,6 +107,10 @@ static slip_time_t poll_locked(struct slip_stack *s)
         ctl__process(s->ctl);
         s->ctl_next = now + CTL_POLL_INTERVAL;
     }
+    /* One ACK per connection for the in-order segments of the whole burst (tcp__burst_end);
+     * a list a killed holder left is served first. */
+    tcp__burst_end(&s->env, s->tcp);
+    s->env.rx_burst = true;
     for (unsigned i = 0; i < s->nifs; i++) {
         struct stack_iface *fc = &s->ifs[i];
         for (unsigned q = 0; q < fc->nq; q++) {
@@ -126,6 +130,8 @@ static slip_time_t poll_locked(struct slip_stack *s)
             }
         }
     }
+    s->env.rx_burst = false;
+    tcp__burst_end(&s->env, s->tcp);
     slip_time_t next = tcp_timer__poll(&s->env, s->tcp);
     next = SLIP_MIN(next, ip_neigh__service(&s->env));
     if (s->ip->neigh6_pending)

@@ -42,6 +42,11 @@
 #define TCP_ORPHAN_RETRIES 8               /* Linux default for closed-by-application connections */
 #define TCP_DELACK_TIME    (40 * SLIP_MSEC)
 #define TCP_QUICKACKS      16              /* Linux TCP_MAX_QUICKACKS */
+/* Within a received burst (ip_env.rx_burst) the ACK owed for every second full segment waits
+ * for the burst's end, up to this many unacknowledged bytes (Linux's GRO packet: 64 KiB) and
+ * this many connections a burst. */
+#define TCP_BURST_ACK_BYTES 65535u
+#define TCP_BURST_ACKS      64
 #define TCP_TIMEWAIT_LEN   (60 * SLIP_SEC) /* 2*MSL as Linux */
 #define TCP_FIN_TIMEOUT    (60 * SLIP_SEC) /* orphaned FIN_WAIT_2 */
 #define TCP_KEEPIDLE_DEFAULT       7200            /* seconds, Linux defaults */
@@ -245,7 +250,10 @@ struct tcp_conn {
     uint32_t ooo_tail_run;    /* with ooo_tail: where the run of contiguous entries ending there starts */
     uint32_t ooo_bytes, ooo_segs;
     uint32_t rcv_unacked;     /* bytes received since the last ACK we sent */
-    uint32_t quickacks;
+    uint16_t quickacks;
+    uint8_t burst_ack;        /* an ACK owed at the end of the received burst (tcp__burst_end) */
+    uint8_t pad_ack_;
+    uint32_t burst_next;      /* with burst_ack: where the burst's last segment of ours ended */
     uint32_t last_ack_sent;
 
     /* The scoreboard and the transmit map are here, or in the stack's large map number map - 1
@@ -338,7 +346,7 @@ struct tcp_conn {
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
-    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) \
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) \
     X(big_maps_taken) X(big_maps_none)
 
 struct tcp_counters {
@@ -387,6 +395,10 @@ struct tcp_shared {
      * looks at just these instead of every slot. */
     uint32_t freed_seq;
     slip_idx_t freed[TCP_FREED_RING];
+    /* Connections owing an ACK at the end of the received burst being worked through
+     * (tcp__burst_end); a process killed in the burst leaves them to the delayed-ACK timer. */
+    uint32_t nburst_acks;
+    slip_idx_t burst_acks[TCP_BURST_ACKS];
     /* max_conns of them. Only [0, high_water) were ever touched: slots are handed out from the
      * free list of released ones first, then from high_water up, so the memory behind the table
      * (a memfd) is allocated as connections come, not for the maximum. */
@@ -552,6 +564,10 @@ int tcp_conn__so_error(struct tcp_shared *sh, slip_idx_t c);
 /* Connections whose readiness may have changed since the last call (listeners when a child
  * becomes acceptable, application-held connections otherwise): pops one, SLIP_NIL when none. */
 slip_idx_t tcp__next_wakeup(struct tcp_shared *sh);
+/* The end of a received burst (env->rx_burst was set through it): each connection that had
+ * every-second-segment ACKs held for the burst sends one ACK for all of them now, unless a
+ * segment of its own carried it meanwhile. */
+void tcp__burst_end(struct ip_env *env, struct tcp_shared *sh);
 
 /* What `slipstream stat` shows for one connection. */
 struct tcp_conn_info {

@@ -771,6 +771,97 @@ TEST(test_established_delayed_ack)
     st_fini(&s, true);
 }
 
+/* Within a received burst (the poll loop's, env->rx_burst) the ACK data calls for waits for the
+ * burst's end: one ACK for each run of contiguous segments in it, as Linux's receiver sends one
+ * for each packet GRO made of them; at 64 KiB unacknowledged one goes at once; out-of-order
+ * segments of a SACK connection are held the same way (the ACK's SACK block says what arrived),
+ * those of a connection without SACK get a duplicate ACK each; a burst whose ACK a segment of
+ * ours carried owes none at its end. */
+TEST(test_established_one_ack_per_received_burst)
+{
+    struct st s;
+    st_init(&s);
+    st_passive(&s, false);
+    C(&s)->quickacks = 0;
+    static char seg[1460];
+    memset(seg, 'x', sizeof(seg));
+    s.env->rx_burst = true;
+    for (int i = 0; i < 6; i++, s.pseq += 1000)
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 0);            /* held for the burst's end */
+    s.env->rx_burst = false;
+    tcp__burst_end(s.env, s.sh);
+    struct tout o;
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq);        /* all six */
+    CHECK(s.sh->c.burst_acks, ==, 1);
+    h_free_sent(&s.h);
+    tcp__burst_end(s.env, s.sh);        /* the list was emptied */
+    CHECK(s.h.nsent, ==, 0);
+
+    /* A long burst: an ACK at 64 KiB unacknowledged, the rest at the end. */
+    s.env->rx_burst = true;
+    for (int i = 0; i < 70; i++, s.pseq += 1000)
+        pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq - 70000 + 66000);
+    s.env->rx_burst = false;
+    tcp__burst_end(s.env, s.sh);
+    CHECK(s.h.nsent, ==, 2);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq);
+    h_free_sent(&s.h);
+
+    /* Two runs in one burst, the second out of order (SACK): the first run's ACK when the second
+     * starts, the second's at the burst's end, with its block. */
+    C(&s)->quickacks = 0;
+    s.env->rx_burst = true;
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 1000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 0);
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 3000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 2000);
+    CHECK(o.th.opts.nsack, ==, 0);
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 4000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    s.env->rx_burst = false;
+    tcp__burst_end(s.env, s.sh);
+    CHECK(s.h.nsent, ==, 2);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 2000);
+    CHECK(o.th.opts.nsack, >=, 1);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 3000);
+    CHECK(o.th.opts.sack[0].right, ==, s.pseq + 5000);
+    h_free_sent(&s.h);
+    /* The hole filled inside a burst: one ACK at its end, for all of it. */
+    s.env->rx_burst = true;
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 2000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 0);
+    s.env->rx_burst = false;
+    tcp__burst_end(s.env, s.sh);
+    CHECK(s.h.nsent, ==, 1);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq + 5000);
+    s.pseq += 5000;
+    h_free_sent(&s.h);
+    /* Without SACK a duplicate ACK for each out-of-order segment, burst or not. */
+    C(&s)->flags &= ~TCPF_SACK_OK;
+    s.env->rx_burst = true;
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 1000, s.iss + 1, seg, 1000, 1000);
+    pseg(&s, WIRE_TCP_ACK, s.pseq + 2000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 2);
+    s.env->rx_burst = false;
+    tcp__burst_end(s.env, s.sh);
+    CHECK(s.h.nsent, ==, 2);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    st_fini(&s, true);
+}
+
 /* After a hole (and after a duplicate) the next in-order segments are acknowledged at once, as
  * Linux's receiver does in its quickack mode: a sender recovering with a small cwnd must not wait
  * 40 ms for each ACK. Then delayed ACKs again. */
