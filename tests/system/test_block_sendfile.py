@@ -282,55 +282,27 @@ def test_killed_while_streaming_into_frames_loses_no_frame(testbed, build_dir, d
     the page cache, killed together at a random moment, four times; then every frame of the UMEM
     is free or posted to the fill ring (but for the few instructions' windows the assertion
     names), and the echo server still serves."""
-    import random
-    import signal
-    import time
-    from test_apps import APPS, PY, start, stop, wait_listening
-    from test_share import echo_round, settled_missing
+    from test_apps import PY
+    from test_share import kill_rounds
     a, b = testbed.host("a"), testbed.host("b")
     root, data = docroot
     exe = build_dir / "slipstream"
-    slip = lambda cmd: [str(exe), "run", "--block", "--iface", "veth0", "--", *cmd]  # noqa: E731
     app = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "sendfile_forever.py")
-    keeper = start(b, [str(exe), "run", "--iface", "veth0", "--", PY, os.path.join(APPS, "asyncio_echo.py"),
-                       "0.0.0.0", "7301"], str(tmp_path / "k.log"))
-    victims = []
-    try:
-        wait_listening(b, 7301, proc=keeper, log=str(tmp_path / "k.log"))
-        for rnd in range(4):
-            group, sinks = [], []
-            for i in range(3):
-                port, log = 9100 + 3 * rnd + i, str(tmp_path / f"v{rnd}-{i}.log")
-                how = [os.path.join(root, "big")] if i == 0 else [os.path.join(root, "hot"), "cached"]
-                v = start(b, slip([PY, app, str(port), *how]), log)
-                victims.append(v)
-                group.append(v)
-                wait_listening(b, port, proc=v, log=log)
-                sinks.append(a.popen([PY, "-c", SINK, B_ADDR, str(port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL))
-            time.sleep(0.4 + random.random() * 0.6)
-            c, text = block_counters(exe)
-            assert c["sendfile_bytes"] > 0 and c["sendfile_cached_reads"] > 0, text
-            for v in group:
-                os.killpg(v.pid, signal.SIGKILL)
-            for v in group:
-                v.wait(timeout=10)
-            for s in sinks:
-                s.kill()
-                s.wait()
-        echo_round(a, 7301, conns=5, msgs=5)        # the keeper still serves
-        missing, c = settled_missing(b, exe)
-        print("frames missing:", missing, c)
-        # What a kill can still lose (docs/ARCHITECTURE.md, "sendfile into frames"): the one frame
-        # in its hands, a segment's being built or one between the cache and a loan's chain (the
-        # 12 kills lost 0 to 5 in the runs made); the windows that could lose more are a few
-        # instructions long. The leaks this guards lost 17 to 64 frames at a time (61 to 160 a
-        # run on the code before).
-        kills = 4 * 3
-        assert missing is not None and missing <= kills, c
-    finally:
-        for v in victims:
-            if v.poll() is None:
-                os.killpg(v.pid, signal.SIGKILL)
-                v.wait()
-        stop(keeper)
+
+    def victim(port, i):
+        how = [os.path.join(root, "big")] if i == 0 else [os.path.join(root, "hot"), "cached"]
+        return [str(exe), "run", "--block", "--iface", "veth0", "--", PY, app, str(port), *how]
+
+    def load(port, i):
+        return [a.popen([PY, "-c", SINK, B_ADDR, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+
+    def streaming():
+        c, text = block_counters(exe)
+        assert c["sendfile_bytes"] > 0 and c["sendfile_cached_reads"] > 0, text
+    missing, c = kill_rounds(a, b, exe, victim, load, tmp_path, 9100, before_kill=streaming)
+    # What a kill can still lose (docs/ARCHITECTURE.md, "sendfile into frames"): the one frame
+    # in its hands, a segment's being built or one between the cache and a loan's chain (the
+    # 12 kills lost 0 to 5 in the runs made); the windows that could lose more are a few
+    # instructions long. The leaks this guards lost 17 to 64 frames at a time (61 to 160 a
+    # run on the code before).
+    assert missing is not None and missing <= 4 * 3, c

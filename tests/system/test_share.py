@@ -405,6 +405,54 @@ while True:
 """
 
 
+def kill_rounds(a, b, exe, victim, load, tmp_path, port0, before_kill=None, rounds=4, per=3):
+    """An echo server (the keeper) in b on its own stack; then `rounds` times `per` victims
+    (victim(port, i): the argv of a program under `slipstream run` in b, listening on port), each
+    given a load from a (load(port, i): the Popen objects it starts), killed (SIGKILL) together at a
+    random moment (before_kill() first, if given); then an echo round. Returns the frames of the
+    group's UMEM missing once the guardians closed the dead stacks (settled_missing) and the
+    counters, after checking that none were missing before the kills."""
+    import random
+    lg = str(tmp_path / "keeper.log")
+    keeper = start(b, [str(exe), "run", "--iface", "veth0", "--", PY, os.path.join(APPS, "asyncio_echo.py"),
+                       "0.0.0.0", "7301"], lg)
+    victims = []
+    try:
+        wait_listening(b, 7301, proc=keeper, log=lg)
+        echo_round(a, 7301, conns=5, msgs=5)
+        missing, c = settled_missing(b, exe)
+        assert missing == 0, c          # nothing is missing before the kills
+        for rnd in range(rounds):
+            group, loads = [], []
+            for i in range(per):
+                port, log = port0 + per * rnd + i, str(tmp_path / f"v{rnd}-{i}.log")
+                v = start(b, victim(port, i), log)
+                victims.append(v)
+                group.append(v)
+                wait_listening(b, port, proc=v, log=log)
+                loads += load(port, i)
+            time.sleep(0.4 + random.random() * 0.6)
+            if before_kill:
+                before_kill()
+            for v in group:
+                os.killpg(v.pid, signal.SIGKILL)
+            for v in group:
+                v.wait(timeout=10)
+            for p in loads:
+                p.kill()
+                p.wait()
+        echo_round(a, 7301, conns=5, msgs=5)        # the keeper still serves
+        missing, c = settled_missing(b, exe)
+        print("frames missing:", missing, c)
+        return missing, c
+    finally:
+        for v in victims:
+            if v.poll() is None:
+                os.killpg(v.pid, signal.SIGKILL)
+                v.wait()
+        stop(keeper)
+
+
 def test_receivers_killed_mid_stream_lose_no_frames(testbed, slip, tmp_path):
     """Programs receiving two kernel streams each, killed (SIGKILL) at a random moment, lose no
     frame of the UMEM they share with an echo server: their stacks spend most of their time
@@ -414,43 +462,11 @@ def test_receivers_killed_mid_stream_lose_no_frames(testbed, slip, tmp_path):
     four times; then every frame is free or posted to the fill ring, but for the frame a kill can
     catch in the process's hands (docs/ARCHITECTURE.md, "Many stacks on one interface": Death),
     and the echo server still serves."""
-    import random
     a, b = testbed.host("a"), testbed.host("b")
-    lg = str(tmp_path / "keeper.log")
-    keeper = start(b, slip([PY, os.path.join(APPS, "asyncio_echo.py"), "0.0.0.0", "7301"]), lg)
-    victims = []
-    try:
-        wait_listening(b, 7301, proc=keeper, log=lg)
-        echo_round(a, 7301, conns=5, msgs=5)
-        missing, c = settled_missing(b, slip.exe)
-        assert missing == 0, c          # nothing is missing before the kills
-        for rnd in range(4):
-            group, floods = [], []
-            for i in range(3):
-                port, log = 9200 + 3 * rnd + i, str(tmp_path / f"v{rnd}-{i}.log")
-                v = start(b, slip([PY, "-c", RECEIVER, str(port)]), log)
-                victims.append(v)
-                group.append(v)
-                wait_listening(b, port, proc=v, log=log)
-                for _ in range(2):
-                    floods.append(a.popen([PY, "-c", FLOOD, B_ADDR, str(port)], stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
-            time.sleep(0.4 + random.random() * 0.6)
-            for v in group:
-                os.killpg(v.pid, signal.SIGKILL)
-            for v in group:
-                v.wait(timeout=10)
-            for f in floods:
-                f.kill()
-                f.wait()
-        echo_round(a, 7301, conns=5, msgs=5)        # the keeper still serves
-        missing, c = settled_missing(b, slip.exe)
-        print("frames missing:", missing, c)
-        kills = 4 * 3
-        assert missing is not None and missing <= kills, c
-    finally:
-        for v in victims:
-            if v.poll() is None:
-                os.killpg(v.pid, signal.SIGKILL)
-                v.wait()
-        stop(keeper)
+
+    def load(port, i):
+        return [a.popen([PY, "-c", FLOOD, B_ADDR, str(port)], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL) for _ in range(2)]
+    missing, c = kill_rounds(a, b, slip.exe, lambda port, i: slip([PY, "-c", RECEIVER, str(port)]), load,
+                             tmp_path, 9200)
+    assert missing is not None and missing <= 4 * 3, c
