@@ -107,8 +107,8 @@ static slip_time_t poll_locked(struct slip_stack *s)
         ctl__process(s->ctl);
         s->ctl_next = now + CTL_POLL_INTERVAL;
     }
-    /* One ACK per connection for the in-order segments of the whole burst (tcp__burst_end);
-     * a list a killed holder left is served first. */
+    /* Within the burst TCP owes one ACK per run of a connection's contiguous segments, sent at
+     * the burst's end (tcp__burst_end); a list a killed holder left is served first. */
     tcp__burst_end(&s->env, s->tcp);
     s->env.rx_burst = true;
     for (unsigned i = 0; i < s->nifs; i++) {
