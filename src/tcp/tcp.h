@@ -42,9 +42,9 @@
 #define TCP_ORPHAN_RETRIES 8               /* Linux default for closed-by-application connections */
 #define TCP_DELACK_TIME    (40 * SLIP_MSEC)
 #define TCP_QUICKACKS      16              /* Linux TCP_MAX_QUICKACKS */
-/* Within a received burst (ip_env.rx_burst) the ACK owed for every second full segment waits
- * for the burst's end, up to this many unacknowledged bytes (Linux's GRO packet: 64 KiB) and
- * this many connections a burst. */
+/* Within a received burst (ip_env.rx_burst) the ACK data calls for waits for the end of the run
+ * of contiguous segments (or of the burst), up to this many unacknowledged bytes (Linux's GRO
+ * packet: 64 KiB) and this many connections a burst. */
 #define TCP_BURST_ACK_BYTES 65535u
 #define TCP_BURST_ACKS      64
 #define TCP_TIMEWAIT_LEN   (60 * SLIP_SEC) /* 2*MSL as Linux */
@@ -564,9 +564,9 @@ int tcp_conn__so_error(struct tcp_shared *sh, slip_idx_t c);
 /* Connections whose readiness may have changed since the last call (listeners when a child
  * becomes acceptable, application-held connections otherwise): pops one, SLIP_NIL when none. */
 slip_idx_t tcp__next_wakeup(struct tcp_shared *sh);
-/* The end of a received burst (env->rx_burst was set through it): each connection that had
- * every-second-segment ACKs held for the burst sends one ACK for all of them now, unless a
- * segment of its own carried it meanwhile. */
+/* The end of a received burst (env->rx_burst was set through it): each connection whose ACK was
+ * held for the burst sends it now, for its last run of segments, unless a segment of its own
+ * carried it meanwhile. */
 void tcp__burst_end(struct ip_env *env, struct tcp_shared *sh);
 
 /* What `slipstream stat` shows for one connection. */

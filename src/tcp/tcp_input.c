@@ -377,18 +377,22 @@ static bool burst_ack_defer(struct ip_env *env, struct tcp_shared *sh, struct tc
     return true;
 }
 
-/* The segment's data calls for an ACK: at once, or at the end of the received burst. */
-static void ack_owed(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, bool ooo)
+/* An ACK is owed, and the delayed-ACK timer sends it unless a segment carries it first. */
+static void ack_delayed(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
 {
-    if (!burst_ack_defer(env, sh, c, ooo)) {
-        c->flags |= TCPF_ACK_NOW;
-        return;
-    }
-    /* Owed, and the delayed-ACK timer sends it should the burst never end (its process killed
-     * in it). */
     c->flags |= TCPF_ACK_PENDING;
     if (!tcp_timer__armed(c, TT_DELACK))
         tcp_timer__set(sh, c, TT_DELACK, env->now + TCP_DELACK_TIME);
+}
+
+/* The segment's data calls for an ACK: at once, or at the end of the received burst (with the
+ * delayed-ACK timer behind it, should the burst never end: its process killed in it). */
+static void ack_owed(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, bool ooo)
+{
+    if (burst_ack_defer(env, sh, c, ooo))
+        ack_delayed(env, sh, c);
+    else
+        c->flags |= TCPF_ACK_NOW;
 }
 
 void tcp__burst_end(struct ip_env *env, struct tcp_shared *sh)
@@ -423,9 +427,7 @@ static void delack_account(struct ip_env *env, struct tcp_shared *sh, struct tcp
     } else if (c->rcv_unacked >= 2u * c->rcv_mss) {
         ack_owed(env, sh, c, false);
     } else {
-        c->flags |= TCPF_ACK_PENDING;
-        if (!tcp_timer__armed(c, TT_DELACK))
-            tcp_timer__set(sh, c, TT_DELACK, env->now + TCP_DELACK_TIME);
+        ack_delayed(env, sh, c);
     }
 }
 
