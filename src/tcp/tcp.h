@@ -47,6 +47,14 @@
  * packet: 64 KiB) and this many connections a burst. */
 #define TCP_BURST_ACK_BYTES 65535u
 #define TCP_BURST_ACKS      64
+/* SACK compression (as Linux's receiver, tcp_comp_sack_*): while a hole is open, the first
+ * TCP_COMP_DUPS ACKs at one RCV.NXT go at once (the sender's duplicate-ACK threshold); later
+ * ones for out-of-order data wait TCP_COMP_RTT_DIV of the RTT (at most TCP_COMP_MAX_DELAY) or
+ * until TCP_COMP_SEGS segments wait. */
+#define TCP_COMP_DUPS       3
+#define TCP_COMP_SEGS       44
+#define TCP_COMP_RTT_DIV    20
+#define TCP_COMP_MAX_DELAY  SLIP_MSEC
 #define TCP_TIMEWAIT_LEN   (60 * SLIP_SEC) /* 2*MSL as Linux */
 #define TCP_FIN_TIMEOUT    (60 * SLIP_SEC) /* orphaned FIN_WAIT_2 */
 #define TCP_KEEPIDLE_DEFAULT       7200            /* seconds, Linux defaults */
@@ -252,8 +260,11 @@ struct tcp_conn {
     uint32_t rcv_unacked;     /* bytes received since the last ACK we sent */
     uint16_t quickacks;
     uint8_t burst_ack;        /* an ACK owed at the end of the received burst (tcp__burst_end) */
-    uint8_t pad_ack_;
-    uint32_t burst_next;      /* with burst_ack: where the burst's last segment of ours ended */
+    uint8_t comp_dups;        /* ACKs sent with a hole open at comp_rcv_nxt (SACK compression) */
+    uint16_t comp_segs;       /* out-of-order segments whose ACK waits (SACK compression) */
+    uint16_t pad_ack_;
+    uint32_t comp_rcv_nxt;    /* RCV.NXT of the ACKs comp_dups counts */
+    uint32_t burst_next;      /* where the last data segment received ended (a run's next) */
     uint32_t last_ack_sent;
 
     /* The scoreboard and the transmit map are here, or in the stack's large map number map - 1
@@ -346,7 +357,7 @@ struct tcp_conn {
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
-    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) \
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) X(sack_compressed) \
     X(big_maps_taken) X(big_maps_none)
 
 struct tcp_counters {

@@ -171,6 +171,16 @@ static int xmit(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, u
     sh->c.segs_out++;
     c->st.segs_out++;
     if (flags & WIRE_TCP_ACK) {
+        if (c->ooo_head != SLIP_NIL) {
+            /* An ACK with a hole open: counted per RCV.NXT for SACK compression (tcp_input.c). */
+            if (c->comp_rcv_nxt != c->rcv_nxt) {
+                c->comp_rcv_nxt = c->rcv_nxt;
+                c->comp_dups = 0;
+            }
+            if (c->comp_dups < UINT8_MAX)
+                c->comp_dups++;
+        }
+        c->comp_segs = 0;
         c->last_ack_sent = c->rcv_nxt;
         c->rcv_unacked = 0;
         c->flags &= ~(TCPF_ACK_NOW | TCPF_ACK_PENDING);

@@ -862,6 +862,72 @@ TEST(test_established_one_ack_per_received_burst)
     st_fini(&s, true);
 }
 
+/* SACK compression (Linux's tcp_comp_sack_*): with a hole open, the first three ACKs at one
+ * RCV.NXT go at once; then a segment that extends the last run waits for a twentieth of the RTT
+ * (the delayed-ACK timer moved there) or for 44 such segments, and one that starts a run
+ * elsewhere sends what waited, then its own ACK at once. A new RCV.NXT starts the count over. */
+TEST(test_established_sack_compression_after_three_dupacks)
+{
+    struct st s;
+    st_init(&s);
+    st_passive(&s, false);
+    C(&s)->srtt_us = 20000;             /* 20 ms: the compressed ACK waits 1 ms (the cap) */
+    C(&s)->rcv_rtt = 0;
+    static char seg[1460];
+    memset(seg, 'x', sizeof(seg));
+    struct tout o;
+    uint32_t at = s.pseq + 1000;        /* one segment lost at s.pseq */
+    for (int i = 0; i < 3; i++, at += 1000)
+        pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 3);            /* three duplicate ACKs at once */
+    for (int i = 0; i < 5; i++, at += 1000)
+        pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 3);            /* the run grows: its ACK waits */
+    CHECK(s.sh->c.sack_compressed, ==, 5);
+    CHECK(tcp_timer__armed(C(&s), TT_DELACK), ==, true);
+    CHECK(C(&s)->timer[TT_DELACK], ==, s.env->now + SLIP_MSEC);
+    s.env->now += SLIP_MSEC;
+    tcp_timer__poll(s.env, s.sh);
+    CHECK(s.h.nsent, ==, 4);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.ack, ==, s.pseq);
+    CHECK(o.th.opts.nsack, ==, 1);
+    CHECK(o.th.opts.sack[0].left, ==, s.pseq + 1000);
+    CHECK(o.th.opts.sack[0].right, ==, at);
+    /* Two more on the run wait; a segment past a second hole sends them, then its own ACK. */
+    pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    pseg(&s, WIRE_TCP_ACK, at + 1000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 4);
+    pseg(&s, WIRE_TCP_ACK, at + 3000, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 6);
+    CHECK(last(&s, &o), ==, true);
+    CHECK(o.th.opts.sack[0].left, ==, at + 3000);       /* the new run first */
+    CHECK(o.th.opts.sack[1].left, ==, s.pseq + 1000);
+    CHECK(o.th.opts.sack[1].right, ==, at + 2000);       /* the two that waited */
+    at += 4000;
+    /* 44 segments waiting send the ACK without the timer. */
+    for (int i = 0; i < 45; i++, at += 1000)
+        pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 7);
+    /* The lost segment arrives: RCV.NXT moves, the hole below the second run is still open,
+     * and the count starts over (the filling segment's ACK and two more at once). */
+    h_free_sent(&s.h);
+    pseg(&s, WIRE_TCP_ACK, s.pseq, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 1);
+    for (int i = 0; i < 3; i++, at += 1000)
+        pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 3);
+    CHECK(C(&s)->comp_dups, ==, 3);
+    /* Without SACK no compression: a duplicate ACK for each. */
+    C(&s)->flags &= ~TCPF_SACK_OK;
+    for (int i = 0; i < 3; i++, at += 1000)
+        pseg(&s, WIRE_TCP_ACK, at, s.iss + 1, seg, 1000, 1000);
+    CHECK(s.h.nsent, ==, 6);
+    tcp_conn__abort(s.env, s.sh, s.c);
+    tcp_conn__close(s.env, s.sh, (slip_idx_t)s.l);
+    st_fini(&s, true);
+}
+
 /* After a hole (and after a duplicate) the next in-order segments are acknowledged at once, as
  * Linux's receiver does in its quickack mode: a sender recovering with a small cwnd must not wait
  * 40 ms for each ACK. Then delayed ACKs again. */
