@@ -379,12 +379,13 @@ static bool burst_ack_defer(struct ip_env *env, struct tcp_shared *sh, struct tc
     return true;
 }
 
-/* An ACK is owed, and the delayed-ACK timer sends it unless a segment carries it first. */
-static void ack_delayed(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c)
+/* An ACK is owed, and the delayed-ACK timer sends it by at (or earlier, when it was already set
+ * so) unless a segment carries it first. */
+static void ack_delayed(struct tcp_shared *sh, struct tcp_conn *c, slip_time_t at)
 {
     c->flags |= TCPF_ACK_PENDING;
-    if (!tcp_timer__armed(c, TT_DELACK))
-        tcp_timer__set(sh, c, TT_DELACK, env->now + TCP_DELACK_TIME);
+    if (!tcp_timer__armed(c, TT_DELACK) || c->timer[TT_DELACK] > at)
+        tcp_timer__set(sh, c, TT_DELACK, at);
 }
 
 /* SACK compression, as Linux's receiver (tcp_comp_sack_*): out-of-order data while a hole is
@@ -409,10 +410,7 @@ static bool sack_compress(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     slip_time_t rtt = c->rcv_rtt;
     if (c->srtt_us && (!rtt || (slip_time_t)c->srtt_us * SLIP_USEC < rtt))
         rtt = (slip_time_t)c->srtt_us * SLIP_USEC;
-    slip_time_t at = env->now + SLIP_MIN(rtt / TCP_COMP_RTT_DIV, (slip_time_t)TCP_COMP_MAX_DELAY);
-    c->flags |= TCPF_ACK_PENDING;
-    if (!tcp_timer__armed(c, TT_DELACK) || c->timer[TT_DELACK] > at)
-        tcp_timer__set(sh, c, TT_DELACK, at);
+    ack_delayed(sh, c, env->now + SLIP_MIN(rtt / TCP_COMP_RTT_DIV, (slip_time_t)TCP_COMP_MAX_DELAY));
     sh->c.sack_compressed++;
     return true;
 }
@@ -424,7 +422,7 @@ static void ack_owed(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn 
     if (ooo && !c->burst_ack && sack_compress(env, sh, c, extends))
         return;
     if (burst_ack_defer(env, sh, c, ooo))
-        ack_delayed(env, sh, c);
+        ack_delayed(sh, c, env->now + TCP_DELACK_TIME);
     else
         c->flags |= TCPF_ACK_NOW;
 }
@@ -461,7 +459,7 @@ static void delack_account(struct ip_env *env, struct tcp_shared *sh, struct tcp
     } else if (c->rcv_unacked >= 2u * c->rcv_mss) {
         ack_owed(env, sh, c, false, false);
     } else {
-        ack_delayed(env, sh, c);
+        ack_delayed(sh, c, env->now + TCP_DELACK_TIME);
     }
 }
 
