@@ -324,7 +324,7 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return tcp_sack__unsacked(c, s, e) == 0;
 }
 
-/* Step 1-3 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
+/* Step 1-2 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
 static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly,
                         bool cum)
 {
@@ -356,14 +356,32 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
         c->rack_rtt_us = (uint32_t)rtt;
         c->rack_flags |= RACKF_VALID;
     }
-    /* Step 3: a never-retransmitted segment delivered below the highest delivered one was
-     * reordered, not lost. */
-    if (newly && !(r->flags & TXR_RETRANS)) {
-        if ((c->rack_flags & RACKF_VALID) && seq_lt(dend, c->rack_fack))
-            c->rack_flags |= RACKF_REO;
-    }
     if (seq_gt(dend, c->rack_fack) || !(c->rack_flags & RACKF_VALID))
         c->rack_fack = seq_max(c->rack_fack, dend);
+}
+
+/* The first byte at or above s that no SACK block covers. */
+static uint32_t first_unsacked(const struct tcp_conn *c, uint32_t s)
+{
+    const struct tcp_sack_block *sb = tcp_sb(c);
+    unsigned i = tcp_sack__first_above(c, s);
+    return i < c->nsb && seq_leq(sb[i].start, s) ? sb[i].end : s;
+}
+
+/* Step 3: an original (never retransmitted) delivered below the highest byte delivered before
+ * was reordered, not lost. low: the lowest byte of record r this ACK delivers, taken before the
+ * scoreboard learns the ACK's blocks (Linux compares each newly SACKed packet's start). The
+ * step takes one ACK's segments in the order they were sent, so they are compared with
+ * RACK.fack as it stood before the ACK (Linux's prior_fack), not as the ranges taken in before
+ * them raised it: tcp_rack__on_ack goes by record, a record's SACK blocks in the option's order
+ * (the newest, highest, first), and the cumulative part last. An ACK lost on the way makes the
+ * next one deliver a lower range beside a higher one; compared with the raised RACK.fack that
+ * looked like reordering, and RACK then waited min_RTT/4 on every loss (12.5 ms per hole at
+ * 50 ms: issue 15's 3 % row). */
+static void note_reordering(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t low, uint32_t prior_fack)
+{
+    if (!(r->flags & TXR_RETRANS) && seq_lt(low, prior_fack))
+        c->rack_flags |= RACKF_REO;
 }
 
 void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now)
@@ -373,6 +391,7 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
+    uint32_t prior_fack = c->rack_fack;
     const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &txr[i];
@@ -386,8 +405,12 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
              * byte of four) delivers none, as in Linux, whose SACK tagging works on whole
              * packets. A record holds segments sent at one instant; less than a full segment
              * of it is not taken as a delivery. */
-            if (seq_lt(os, oe) && oe - os >= SLIP_MIN(dmss, r->end - r->start))
-                rack_update(c, r, oe, t, !fully_sacked(c, os, oe), false);
+            if (seq_lt(os, oe) && oe - os >= SLIP_MIN(dmss, r->end - r->start)) {
+                bool newly = !fully_sacked(c, os, oe);
+                if (newly)
+                    note_reordering(c, r, first_unsacked(c, os), prior_fack);
+                rack_update(c, r, oe, t, newly, false);
+            }
         }
     }
     /* Then the newly cumulatively acknowledged part, after the SACK blocks as in Linux. What
@@ -397,8 +420,10 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     for (unsigned i = 0; i < c->ntxr && seq_lt(txr[i].start, ack); i++) {
         const struct tcp_txrec *r = &txr[i];
         uint32_t e = seq_min(r->end, ack);
-        if (!fully_sacked(c, r->start, e))
+        if (!fully_sacked(c, r->start, e)) {
+            note_reordering(c, r, first_unsacked(c, r->start), prior_fack);
             rack_update(c, r, e, t, true, true);
+        }
     }
 }
 

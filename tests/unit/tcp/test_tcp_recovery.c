@@ -409,6 +409,67 @@ TEST(test_recovery_probe_when_acks_stop)
     st_fini(&s);
 }
 
+/* RFC 8985 §6.2 step 3 counts reordering only for an original delivered below what was
+ * delivered BEFORE it (the step takes an ACK's segments in send order; Linux: prior_fack). Lost
+ * ACKs must not look like reordering, or RACK.reo_wnd (min_RTT/4) delays the repair of every
+ * later loss: ten segments at t=0, 2 and 5 lost. At 10 ms the ACKs for 0-1 were lost and the
+ * next one acknowledges them with the SACK of 3 (the cumulative part is taken in after the SACK
+ * block, which already raised RACK.fack to 4); the ACK that SACKed 4 is lost too, so the next
+ * one carries 6-9 first and 3-4 second (the newest block first, RFC 2018). With six segments
+ * SACKed and no reordering seen, RACK calls 5 lost on that ACK (reo_wnd 0 past DupThresh; 2,
+ * at SND.UNA, is RFC 6675's). Either ordering taken as reordering leaves 5 waiting 2.5 ms. */
+TEST(test_rack_lost_acks_are_not_reordering)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    st_timing(&s);
+    send_bytes(&s, 10 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b1[1][2] = { { una + 3 * mss, una + 4 * mss } };
+    ack(&s, una + 2 * mss, 1, b1, 0);
+    CHECK(data_sent(&s), ==, 0);
+    uint32_t b2[2][2] = { { una + 6 * mss, una + 10 * mss }, { una + 3 * mss, una + 5 * mss } };
+    ack(&s, una + 2 * mss, 2, b2, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una + 2 * mss, NULL), ==, 1);
+    CHECK(C(&s)->st.rack_lost, ==, 1);
+    st_fini(&s);
+}
+
+/* The other side of the rule above: segment 1 SACKed after 2 was (an original delivered below
+ * the highest one delivered before it) is reordering. From then on a hole waits min_RTT/4
+ * (2.5 ms here) past RACK's RTT before RACK calls it lost, even past DupThresh (RFC 8985 §6.2
+ * step 4): 0 is lost, 3-4 are holes below the SACKed 5-7. 0, at SND.UNA, goes at once (RFC
+ * 6675's DupThresh); 3 and 4 after 2.5 ms. */
+TEST(test_rack_reordered_original_widens_the_window)
+{
+    struct st s;
+    st_init(&s);
+    st_active(&s, false);
+    st_timing(&s);
+    send_bytes(&s, 10 * 1460);
+    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
+    h_free_sent(&s.h);
+    s.env->now += 10 * SLIP_MSEC;
+    uint32_t b1[1][2] = { { una + 2 * mss, una + 3 * mss } };
+    uint32_t b2[1][2] = { { una + mss, una + 3 * mss } };
+    uint32_t b3[2][2] = { { una + 5 * mss, una + 8 * mss }, { una + mss, una + 3 * mss } };
+    ack(&s, una, 1, b1, 0);
+    ack(&s, una, 1, b2, 0);
+    ack(&s, una, 2, b3, 0);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, NULL), ==, 1);
+    CHECK(C(&s)->st.rack_lost, ==, 0);
+    advance(&s, 2 * SLIP_MSEC);
+    CHECK(C(&s)->st.rack_lost, ==, 0);
+    advance(&s, 1 * SLIP_MSEC);
+    CHECK(C(&s)->st.rack_lost, ==, 2);
+    st_fini(&s);
+}
+
 /* In recovery with one segment left outstanding (segment 4, after the ACK for 0-3), the recovery
  * probe does not add RFC 8985's 200 ms for a delayed ACK: the receiver has just seen a hole and
  * acknowledges at once (RFC 5681 §4.2). It resends segment 4 about 2 SRTT + 2 ms after the ACK,
