@@ -412,14 +412,15 @@ int slip_stack__wait(struct slip_stack *s, int timeout_ms)
 {
     slip_time_t next = slip_stack__poll(s);
     slip_time_t now = slip_stack__now();
-    int t = timeout_ms;
-    if (next != SLIP_TIME_NEVER) {
-        slip_time_t d = next > now ? (next - now + SLIP_MSEC - 1) / SLIP_MSEC : 0;
-        if (t < 0 || (slip_time_t)t > d)
-            t = (int)d;
-    }
+    slip_time_t wait = timeout_ms < 0 ? SLIP_TIME_NEVER : (slip_time_t)timeout_ms * SLIP_MSEC;
+    if (next != SLIP_TIME_NEVER && (next > now ? next - now : 0) < wait)
+        wait = next > now ? next - now : 0;
+    /* To the nanosecond (epoll_pwait2): a deadline rounded up to the next millisecond held
+     * paced data back that long. A BBR sender at ~150 MB/s is due to send every ~10 us; only
+     * the next incoming ACK, not its deadline, woke it. */
+    struct timespec ts = { (time_t)(wait / SLIP_SEC), (long)(wait % SLIP_SEC) };
     struct epoll_event ev[8];
-    int n = epoll_wait(s->epfd, ev, 8, t);
+    int n = epoll_pwait2(s->epfd, ev, 8, wait == SLIP_TIME_NEVER ? NULL : &ts, NULL);
     if (n < 0 && errno != EINTR)
         return -errno;
     slip_stack__poll(s);
