@@ -275,8 +275,6 @@ struct tcp_conn {
     uint16_t map;             /* 0: the arrays above; else a large map of the pool */
     slip_idx_t self;          /* this slot's index in the table (finds the pool) */
     uint8_t rack_flags;       /* RACKF_* (tcp_rack.c) */
-    uint8_t rack_reo_steps;   /* RFC 8985 §6.2 step 4 RACK.reo_wnd_mult - 1 (D-SACK rounds) */
-    uint8_t rack_reo_persist; /* RACK.reo_wnd_persist: recoveries left before it resets */
     uint8_t tlp_state;        /* 0 none, 1 new-data probe, 2 retransmission probe outstanding,
                                * 3 recovery probe outstanding (tcp_rack.c) */
     uint8_t rprobes;          /* loss probes of the current silence (tcp_rack.c probe_again_later) */
@@ -285,7 +283,6 @@ struct tcp_conn {
     uint32_t ecn_high;        /* RFC 3168 §6.1.2: no second reduction before SND.UNA passes it */
     /* RFC 8985 §6.1 RACK.xmit_ts / end_seq / rtt / min_RTT, and the highest delivered byte. */
     uint32_t rack_xmit_us, rack_end, rack_rtt_us, rack_min_rtt_us, rack_fack;
-    uint32_t rack_dsack_round;    /* RACK.dsack_round: SND.MAX when a D-SACK last widened reo_wnd */
     /* RFC 6937 PRR: bytes delivered and sent since recovery began, flight at its start. */
     uint32_t prr_delivered, prr_out, prr_recover_fs;
     struct tcp_sack_block rsack[WIRE_TCP_MAX_SACK]; /* receiver: blocks we report, newest first */
@@ -360,7 +357,7 @@ struct tcp_conn {
     X(tw_reused) X(active_opens) X(passive_opens) X(conn_timeouts) X(conn_resets) X(abort_on_data) X(icmp_errors) \
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
-    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) X(sack_compressed) X(sack_reneging) \
+    X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) X(sack_compressed) \
     X(big_maps_taken) X(big_maps_none)
 
 struct tcp_counters {

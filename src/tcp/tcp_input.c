@@ -194,20 +194,15 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         tcp_rack__trim(c);
         /* An ACK that stops exactly where a SACKed block begins means the receiver dropped
          * data it had SACKed (reneging, RFC 2018 §8): the scoreboard can no longer be trusted. */
-        if (c->nsb && tcp_sb(c)[0].start == c->snd_una) {
+        if (c->nsb && tcp_sb(c)[0].start == c->snd_una)
             c->nsb = 0;
-            sh->c.sack_reneging++;
-        }
-        if ((c->flags & TCPF_LOSS) && seq_geq(ack, c->snd_recover)) {
+        if ((c->flags & TCPF_LOSS) && seq_geq(ack, c->snd_recover))
             c->flags &= ~TCPF_LOSS;     /* everything sent before the RTO is acknowledged */
-            tcp_rack__recovery_done(c);
-        }
 
         if (c->flags & TCPF_RECOVERY) {
             if (seq_geq(ack, c->snd_recover)) {
                 /* RFC 6582 §3.2 step 6 / RFC 6675 §5: full ACK ends recovery. */
                 c->flags &= ~TCPF_RECOVERY;
-                tcp_rack__recovery_done(c);
                 uint32_t flight = c->snd_max - c->snd_una;
                 uint32_t dmss = tcp_output__data_mss(c);
                 if (!ops->cong_control)

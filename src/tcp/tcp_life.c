@@ -47,7 +47,6 @@ static void init_send(struct tcp_shared *sh, struct tcp_conn *c, uint32_t iss)
     tcp_map__release(c);
     c->ntxr = 0;                /* RACK state starts afresh (TIME-WAIT reuse keeps the slot) */
     c->rack_flags = 0;
-    c->rack_reo_steps = c->rack_reo_persist = 0;
     c->tlp_state = 0;
     c->rcv_wscale = tcp_conn__wscale(sh, c);
     c->rcv_rtt = c->rcv_rtt_time = c->rcvq_time = 0;   /* autotuning measures afresh */

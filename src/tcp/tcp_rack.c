@@ -7,8 +7,6 @@
 
 #define RACKF_VALID   0x1u    /* RACK.xmit_ts holds a delivered segment */
 #define RACKF_REO     0x2u    /* RFC 8985 RACK.reordering_seen */
-#define RACKF_DSROUND 0x4u    /* RACK.dsack_round is set */
-#define REO_PERSIST   16      /* §6.2 step 4: recoveries without a D-SACK before reo_wnd resets */
 #define DUPTHRESH     3
 #define TLP_WCDELACK  (200 * SLIP_MSEC)   /* RFC 8985 §7.2 WCDelAckT */
 #define TLP_MIN       (2 * SLIP_MSEC)     /* Linux TCP_TIMEOUT_MIN */
@@ -386,60 +384,10 @@ static void note_reordering(struct tcp_conn *c, const struct tcp_txrec *r, uint3
         c->rack_flags |= RACKF_REO;
 }
 
-/* RFC 2883 §4: a first block below the cumulative ACK, or inside the second block, reports a
- * duplicate. */
-static bool dsack_of(const struct wire_tcp_opts *o, uint32_t ack, uint32_t *l, uint32_t *r)
-{
-    if (!o->nsack)
-        return false;
-    *l = o->sack[0].left;
-    *r = o->sack[0].right;
-    return seq_lt(*l, *r) && (seq_leq(*r, ack) ||
-           (o->nsack > 1 && seq_geq(*l, o->sack[1].left) && seq_leq(*r, o->sack[1].right)));
-}
-
-/* RFC 8985 §6.2 step 4, RACK_update_reo_wnd's D-SACK part: the first D-SACK of a round (until
- * SND.UNA passes what was sent when it came) widens reo_wnd by another min_RTT/4, for the next
- * REO_PERSIST recoveries. And, as Linux's tcp_sacktag_one, a D-SACK for a retransmission of
- * data not yet cumulatively acknowledged (the original was delivered too) counts as reordering:
- * losses were called too early. A D-SACK below SND.UNA does not (Linux no longer holds those
- * segments to look at). Without this, a receiver whose few SACK blocks (3 with timestamps)
- * could not report every run it held made RACK, with reo_wnd 0 in recovery, resend runs that
- * had arrived: at 3 % loss and 1 ms (issue 15's bench) up to 2,000 spurious retransmissions in
- * one 64 MiB transfer. */
-static void dsack_reo(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o)
-{
-    if ((c->rack_flags & RACKF_DSROUND) && seq_geq(c->snd_una, c->rack_dsack_round))
-        c->rack_flags &= (uint8_t)~RACKF_DSROUND;
-    uint32_t l, r;
-    if (!dsack_of(o, ack, &l, &r))
-        return;
-    if (!(c->rack_flags & RACKF_DSROUND)) {
-        c->rack_flags |= RACKF_DSROUND;
-        c->rack_dsack_round = c->snd_max;
-        if (c->rack_reo_steps < UINT8_MAX)
-            c->rack_reo_steps++;
-        c->rack_reo_persist = REO_PERSIST;
-    }
-    if (seq_gt(r, c->snd_una)) {
-        const struct tcp_txrec *txr = tcp_txr(c);
-        for (unsigned i = 0; i < c->ntxr && seq_lt(txr[i].start, r); i++)
-            if ((txr[i].flags & TXR_RETRANS) && seq_gt(txr[i].end, seq_max(l, c->snd_una)))
-                c->rack_flags |= RACKF_REO;
-    }
-}
-
-void tcp_rack__recovery_done(struct tcp_conn *c)
-{
-    if (c->rack_reo_persist && --c->rack_reo_persist == 0)
-        c->rack_reo_steps = 0;
-}
-
 void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now)
 {
     if (!(c->flags & TCPF_SACK_OK) || !c->ntxr)
         return;
-    dsack_reo(c, ack, o);
     uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
@@ -479,16 +427,15 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     }
 }
 
-/* RFC 8985 §6.2 step 4: min_RTT/4 times RACK.reo_wnd_mult (never above SRTT), or 0 when no
- * reordering was seen and the sender is already in recovery or DupThresh segments are SACKed. */
+/* RFC 8985 §6.2 step 4: min_RTT/4 (never above SRTT), or 0 when no reordering was seen and the
+ * sender is already in recovery or DupThresh segments are SACKed. */
 static uint32_t reo_wnd_us(const struct tcp_conn *c)
 {
     if (!(c->rack_flags & RACKF_REO) &&
         ((c->flags & (TCPF_RECOVERY | TCPF_LOSS)) ||
          tcp_sack__sacked_bytes(c) >= DUPTHRESH * tcp_output__data_mss(c)))
         return 0;
-    uint32_t w = (uint32_t)SLIP_MIN((uint64_t)c->rack_min_rtt_us / 4 * (1u + c->rack_reo_steps),
-                                    (uint64_t)UINT32_MAX);
+    uint32_t w = c->rack_min_rtt_us / 4;
     if (c->srtt_us && w > c->srtt_us)
         w = c->srtt_us;
     return w;

@@ -470,49 +470,6 @@ TEST(test_rack_reordered_original_widens_the_window)
     st_fini(&s);
 }
 
-/* RFC 8985 §6.2 step 4's D-SACK adaptation, with Linux's reading of a D-SACK for a
- * retransmission above SND.UNA as reordering: ten segments at t=0, 0 and 5 not SACKed (0 was
- * lost; 5 arrived but the ACK reporting it was lost), both resent in recovery; then the
- * receiver reports 5 twice (a D-SACK inside the second block). From then on a hole waits
- * RACK.rtt + min_RTT/4 x 2 (5 ms: reordering seen, a D-SACK round) before RACK calls it lost:
- * of the next seven segments (10-16), 11 and 13 are holes below the SACKed 12 and 14-16; 11, at
- * SND.UNA, goes by RFC 6675's DupThresh, 13 waits 5 ms. */
-TEST(test_rack_dsack_of_a_retransmission_widens_the_window)
-{
-    struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
-    uint32_t b1[2][2] = { { una + 6 * mss, una + 10 * mss }, { una + mss, una + 5 * mss } };
-    ack(&s, una, 2, b1, 0);
-    ack(&s, una, 2, b1, 0);
-    CHECK(sent_at(&s, una, NULL), ==, 1);
-    CHECK(sent_at(&s, una + 5 * mss, NULL), ==, 1);
-    uint32_t b2[2][2] = { { una + 5 * mss, una + 6 * mss }, { una + mss, una + 10 * mss } };
-    s.env->now += 10 * SLIP_MSEC;
-    ack(&s, una, 2, b2, 0);
-    s.env->now += 1 * SLIP_MSEC;
-    ack(&s, una + 10 * mss, 0, NULL, 0);
-    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 0);
-    h_free_sent(&s.h);
-    send_bytes(&s, 7 * 1460);
-    CHECK(data_sent(&s), ==, 7);           /* the window after recovery */
-    uint64_t lost0 = C(&s)->st.rack_lost;
-    s.env->now += 10 * SLIP_MSEC;
-    uint32_t b3[2][2] = { { una + 14 * mss, una + 17 * mss }, { una + 12 * mss, una + 13 * mss } };
-    ack(&s, una + 11 * mss, 2, b3, 0);
-    CHECK(C(&s)->st.rack_lost, ==, lost0);
-    advance(&s, 4 * SLIP_MSEC);
-    CHECK(C(&s)->st.rack_lost, ==, lost0);
-    advance(&s, 2 * SLIP_MSEC);
-    CHECK(C(&s)->st.rack_lost, ==, lost0 + 1);
-    st_fini(&s);
-}
-
 /* In recovery with one segment left outstanding (segment 4, after the ACK for 0-3), the recovery
  * probe does not add RFC 8985's 200 ms for a delayed ACK: the receiver has just seen a hole and
  * acknowledges at once (RFC 5681 §4.2). It resends segment 4 about 2 SRTT + 2 ms after the ACK,
