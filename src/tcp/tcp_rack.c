@@ -324,6 +324,25 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return tcp_sack__unsacked(c, s, e) == 0;
 }
 
+/* RFC 8985 §6.2 step 2: an ACK whose TSecr is older than the TSval a retransmission carried
+ * was sent for an earlier copy, so the retransmission's age is no round trip. ts_now: our TSval
+ * now. The retransmission's TSval is not kept; the earliest it can have been is ts_now minus its
+ * age in whole milliseconds rounded up, so a TSecr below that is certainly older. Applied to the
+ * cumulatively acknowledged part only: an ACK that moves the left edge echoes the TSval of the
+ * segment that filled the hole (RFC 7323 §4.3); one for out-of-order data echoes an older
+ * in-order segment's, whichever copy arrived, and skipping those too kept RACK from seeing lost
+ * retransmissions (an RTO in test_tcp_loss's BBR transfer on the bare path). Linux has no such
+ * test (min_RTT alone guards step 2). */
+static bool ack_for_earlier_copy(const struct tcp_conn *c, const struct tcp_txrec *r, uint32_t t,
+                                 const struct wire_tcp_opts *o, uint32_t ts_now)
+{
+    if (!(r->flags & TXR_RETRANS) || !(c->flags & TCPF_TS_OK) || !o->has_ts)
+        return false;
+    int32_t age = tdiff(t, r->xmit_us);
+    uint32_t sent_ts = ts_now - ((uint32_t)(age > 0 ? age : 0) + 999u) / 1000u;
+    return tdiff(o->tsecr, sent_ts) < 0;
+}
+
 /* Step 1-2 for one delivered range [r->start, dend) of record r; cum: acknowledged cumulatively. */
 static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t dend, uint32_t t, bool newly,
                         bool cum)
@@ -335,8 +354,17 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
     if (rtt < 0)
         rtt = 0;
     /* Step 2: a retransmitted segment acknowledged sooner than min_RTT was the original's
-     * delivery (ambiguous); it must not advance RACK. */
-    if ((r->flags & TXR_RETRANS) && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
+     * delivery (ambiguous); it must not advance RACK. Nor sooner than half the smoothed RTT:
+     * once a queue has made the RTT several times min_RTT, an original that was only waiting in
+     * it (its SACK lost, or never sent by a receiver that reports 3-4 blocks) arrives a little
+     * after its retransmission left, past min_RTT but far below a round trip. Taken as the
+     * retransmission's delivery, it put RACK at that send time with a short RACK.rtt, and all
+     * that was sent before and still queued was called lost at once (issue 15's bench, 3 % at
+     * 1 ms: up to 1,000 spurious retransmissions in a transfer). An ACK that moves the left
+     * edge says which copy it was for (ack_for_earlier_copy); one for out-of-order data does
+     * not. */
+    if ((r->flags & TXR_RETRANS) && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us ||
+                                     (uint32_t)rtt < c->srtt_us / 2))
         return;
     if (!(r->flags & TXR_RETRANS) && rtt > 0 && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
         c->rack_min_rtt_us = (uint32_t)rtt;
@@ -391,7 +419,7 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
     uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
-    uint32_t prior_fack = c->rack_fack;
+    uint32_t prior_fack = c->rack_fack, ts_now = tcp_ts_now(now) + c->ts_offset;
     const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &txr[i];
@@ -422,7 +450,8 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
         uint32_t e = seq_min(r->end, ack);
         if (!fully_sacked(c, r->start, e)) {
             note_reordering(c, r, first_unsacked(c, r->start), prior_fack);
-            rack_update(c, r, e, t, true, true);
+            if (!ack_for_earlier_copy(c, r, t, o, ts_now))
+                rack_update(c, r, e, t, true, true);
         }
     }
 }
