@@ -332,7 +332,10 @@ static bool fully_sacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
  * segment that filled the hole (RFC 7323 §4.3); one for out-of-order data echoes an older
  * in-order segment's, whichever copy arrived, and skipping those too kept RACK from seeing lost
  * retransmissions (an RTO in test_tcp_loss's BBR transfer on the bare path). Linux has no such
- * test (min_RTT alone guards step 2). */
+ * test (min_RTT alone guards step 2). It removes one way a queue-delayed original passes for
+ * its retransmission's delivery (RACK then moves to the retransmission's send time with a short
+ * RACK.rtt and calls all that is still queued before it lost); SACKed ones still can (issue
+ * 15's note: bursts of spurious retransmissions at 3 % loss and 1 ms). */
 static bool ack_for_earlier_copy(const struct tcp_conn *c, const struct tcp_txrec *r, uint32_t t,
                                  const struct wire_tcp_opts *o, uint32_t ts_now)
 {
@@ -354,17 +357,8 @@ static void rack_update(struct tcp_conn *c, const struct tcp_txrec *r, uint32_t 
     if (rtt < 0)
         rtt = 0;
     /* Step 2: a retransmitted segment acknowledged sooner than min_RTT was the original's
-     * delivery (ambiguous); it must not advance RACK. Nor sooner than half the smoothed RTT:
-     * once a queue has made the RTT several times min_RTT, an original that was only waiting in
-     * it (its SACK lost, or never sent by a receiver that reports 3-4 blocks) arrives a little
-     * after its retransmission left, past min_RTT but far below a round trip. Taken as the
-     * retransmission's delivery, it put RACK at that send time with a short RACK.rtt, and all
-     * that was sent before and still queued was called lost at once (issue 15's bench, 3 % at
-     * 1 ms: up to 1,000 spurious retransmissions in a transfer). An ACK that moves the left
-     * edge says which copy it was for (ack_for_earlier_copy); one for out-of-order data does
-     * not. */
-    if ((r->flags & TXR_RETRANS) && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us ||
-                                     (uint32_t)rtt < c->srtt_us / 2))
+     * delivery (ambiguous); it must not advance RACK. */
+    if ((r->flags & TXR_RETRANS) && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
         return;
     if (!(r->flags & TXR_RETRANS) && rtt > 0 && (c->rack_min_rtt_us == 0 || (uint32_t)rtt < c->rack_min_rtt_us))
         c->rack_min_rtt_us = (uint32_t)rtt;

@@ -509,41 +509,6 @@ TEST(test_rack_ignores_a_retransmission_acked_for_its_original)
     CHECK(xmit, ==, xmit0 + 10000);
 }
 
-/* Step 2's ambiguity on the SACK path, where TSecr cannot tell the copies apart: ten segments
- * at t=0, 0 and 5 resent at 10 ms; the smoothed RTT has grown to 30 ms (a queue), min_RTT is
- * 10 ms. A SACK of 5 12 ms after its retransmission (past min_RTT, under half the SRTT) is
- * taken as the original's late arrival and leaves RACK where it was; 16 ms after, it is the
- * retransmission's round trip. */
-static uint32_t sacked_retransmission_rtt(slip_time_t after)
-{
-    struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
-    uint32_t b1[2][2] = { { una + 6 * mss, una + 10 * mss }, { una + mss, una + 5 * mss } };
-    ack(&s, una, 2, b1, 0);
-    ack(&s, una, 2, b1, 0);
-    CHECK(sent_at(&s, una + 5 * mss, NULL), ==, 1);
-    CHECK(C(&s)->rack_rtt_us, ==, 10000);
-    C(&s)->srtt_us = 30000;
-    s.env->now += after;
-    uint32_t b2[1][2] = { { una + mss, una + 10 * mss } };
-    ack(&s, una, 1, b2, 0);
-    uint32_t rtt = C(&s)->rack_rtt_us;
-    st_fini(&s);
-    return rtt;
-}
-
-TEST(test_rack_sacked_retransmission_under_half_srtt_is_ambiguous)
-{
-    CHECK(sacked_retransmission_rtt(12 * SLIP_MSEC), ==, 10000);
-    CHECK(sacked_retransmission_rtt(16 * SLIP_MSEC), ==, 16000);
-}
-
 /* In recovery with one segment left outstanding (segment 4, after the ACK for 0-3), the recovery
  * probe does not add RFC 8985's 200 ms for a delayed ACK: the receiver has just seen a hole and
  * acknowledges at once (RFC 5681 §4.2). It resends segment 4 about 2 SRTT + 2 ms after the ACK,
