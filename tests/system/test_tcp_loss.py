@@ -105,14 +105,22 @@ def test_bbr_sender_under_loss_within_twice_kernel_bbr(router_tb, tool):
     """SLIP_TCP_CC=bbr (src/tcp/cc/bbr.c): 8 MiB at 3 % loss each way from the stack with BBR
     arrive intact, BBR's model ran (tcp.bbr_acks: ACKs its cong_control took; tcp.paced_waits:
     the pacer held data back), and the transfers take at most twice what the kernel's BBR sender
-    needs for the same in the same test (two rounds each, alternating, sums compared)."""
+    needs for the same in the same test (three rounds each, alternating, sums compared). On this
+    bare path (~0.1 ms RTT) one retransmission timeout adds ~0.2 s to a ~0.09 s transfer, on
+    either side (the kernel's rounds show the same 0.33 s outliers); with two rounds a single
+    one in the stack's could fail the test. The pacer's holds are counted over the rounds: with
+    a BDP of a few segments the window, not the pacer, can limit a whole transfer. Ten runs of
+    the two-round version on 2026-11-25: c235def's build failed 2 on time and 3 on a round
+    without a pacer hold; 33220a6's failed 2 on the pacer, and once on time in a fresh-machine
+    run. The three-round version: 8 of 8 passed; with the pacer disabled it fails."""
     tb = router_tb
     a, b = tb.host("a"), tb.host("b")
     n = 8 * MiB
     tb.router_loss(3, only_l4=True, build_dir=tb.build_dir)
     kt, st = [], []
+    paced = 0
     try:
-        for i in range(2):
+        for i in range(3):
             r = kernel_to_kernel(a, b, n, seed=80 + i, port=5321 + i, cc="bbr")
             kt.append(r["seconds"])
             res = stack_to_kernel(a, b, tool, n, seed=90 + i, port=5331 + i, env={"SLIP_TCP_CC": "bbr"},
@@ -123,9 +131,10 @@ def test_bbr_sender_under_loss_within_twice_kernel_bbr(router_tb, tool):
             print(f"\nkernel bbr {r['seconds']} s, stack bbr {res['receiver']['seconds']} s; "
                   f"{nonzero(c, 'tcp.b', 'tcp.p', 'tcp.r', 'tcp.t')}")
             assert c.get("tcp.bbr_acks", 0) > 0, f"BBR did not run: {nonzero(c, 'tcp.')}"
-            assert c.get("tcp.paced_waits", 0) > 0, f"the pacer never held data: {nonzero(c, 'tcp.')}"
+            paced += c.get("tcp.paced_waits", 0)
     finally:
         stats = tb.router_loss_stats()
     print(f"kernel bbr {sum(kt):.2f} s, stack bbr {sum(st):.2f} s; router {stats}")
+    assert paced > 0, "the pacer never held data in three transfers"
     assert sum(st) <= 2 * sum(kt), \
-        f"the stack (BBR) took {sum(st):.2f} s for 2 x 8 MiB at 3 % loss, the kernel's BBR {sum(kt):.2f} s"
+        f"the stack (BBR) took {sum(st):.2f} s for 3 x 8 MiB at 3 % loss, the kernel's BBR {sum(kt):.2f} s"
