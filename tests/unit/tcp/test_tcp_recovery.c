@@ -409,6 +409,20 @@ TEST(test_recovery_probe_when_acks_stop)
     st_fini(&s);
 }
 
+/* Ten segments sent at t=0 on a fresh connection (timestamps when ts), then 10 ms later: the
+ * start of the RACK tests below. */
+static void ten_sent(struct st *s, bool ts, uint32_t *mss, uint32_t *una)
+{
+    st_init(s);
+    st_active(s, ts);
+    st_timing(s);
+    send_bytes(s, 10 * 1460);
+    *mss = tcp_output__data_mss(C(s));
+    *una = s->iss + 1;
+    h_free_sent(&s->h);
+    s->env->now += 10 * SLIP_MSEC;
+}
+
 /* RFC 8985 §6.2 step 3 counts reordering only for an original delivered below what was
  * delivered BEFORE it (the step takes an ACK's segments in send order; Linux: prior_fack). Lost
  * ACKs must not look like reordering, or RACK.reo_wnd (min_RTT/4) delays the repair of every
@@ -421,13 +435,8 @@ TEST(test_recovery_probe_when_acks_stop)
 TEST(test_rack_lost_acks_are_not_reordering)
 {
     struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
+    uint32_t mss, una;
+    ten_sent(&s, false, &mss, &una);
     uint32_t b1[1][2] = { { una + 3 * mss, una + 4 * mss } };
     ack(&s, una + 2 * mss, 1, b1, 0);
     CHECK(data_sent(&s), ==, 0);
@@ -447,13 +456,8 @@ TEST(test_rack_lost_acks_are_not_reordering)
 TEST(test_rack_reordered_original_widens_the_window)
 {
     struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
+    uint32_t mss, una;
+    ten_sent(&s, false, &mss, &una);
     uint32_t b1[1][2] = { { una + 2 * mss, una + 3 * mss } };
     uint32_t b2[1][2] = { { una + mss, una + 3 * mss } };
     uint32_t b3[2][2] = { { una + 5 * mss, una + 8 * mss }, { una + mss, una + 3 * mss } };
@@ -478,11 +482,13 @@ TEST(test_rack_reordered_original_widens_the_window)
 static void retransmission_acked(bool by_original, uint32_t *rtt, uint32_t *xmit, uint32_t *xmit0)
 {
     struct st s;
+    uint32_t mss, una, ts0 = 0, ts1 = 0;
     st_init(&s);
     st_active(&s, true);
     st_timing(&s);
     send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1, ts0 = 0, ts1 = 0;
+    mss = tcp_output__data_mss(C(&s));
+    una = s.iss + 1;
     CHECK(sent_at(&s, una, &ts0), ==, 1);
     h_free_sent(&s.h);
     s.env->now += 10 * SLIP_MSEC;
@@ -540,13 +546,8 @@ TEST(test_recovery_probe_for_a_lone_segment_does_not_wait_for_a_delayed_ack)
 TEST(test_rack_rtt_skips_segments_sacked_before_the_cumulative_ack)
 {
     struct st s;
-    st_init(&s);
-    st_active(&s, false);
-    st_timing(&s);
-    send_bytes(&s, 10 * 1460);
-    uint32_t mss = tcp_output__data_mss(C(&s)), una = s.iss + 1;
-    h_free_sent(&s.h);
-    s.env->now += 10 * SLIP_MSEC;
+    uint32_t mss, una;
+    ten_sent(&s, false, &mss, &una);
     uint32_t b[1][2] = { { una + mss, una + 10 * mss } };
     ack(&s, una, 1, b, 0);
     CHECK(sent_at(&s, una, NULL), ==, 1);
