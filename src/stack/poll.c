@@ -413,8 +413,8 @@ int slip_stack__wait(struct slip_stack *s, int timeout_ms)
     slip_time_t next = slip_stack__poll(s);
     slip_time_t now = slip_stack__now();
     slip_time_t wait = timeout_ms < 0 ? SLIP_TIME_NEVER : (slip_time_t)timeout_ms * SLIP_MSEC;
-    if (next != SLIP_TIME_NEVER && (next > now ? next - now : 0) < wait)
-        wait = next > now ? next - now : 0;
+    if (next != SLIP_TIME_NEVER)
+        wait = SLIP_MIN(wait, next > now ? next - now : 0);
     /* To the nanosecond (epoll_pwait2): a deadline rounded up to the next millisecond held
      * paced data back that long. A BBR sender at ~150 MB/s is due to send every ~10 us; only
      * the next incoming ACK, not its deadline, woke it. */
