@@ -150,9 +150,15 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         prior_flight = tcp_flight(c);
         tcp_rate__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now, &rs);
     }
-    /* RFC 8985 §6.2: RACK learns from what this ACK delivers, judged against the old scoreboard. */
-    if (sack)
-        tcp_rack__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now);
+    /* RFC 8985 §6.2: RACK learns from what this ACK delivers, judged against the old scoreboard;
+     * the transmit map gives SRTT a sample from most ACKs (tcp_rack.c rtt_sample). */
+    int64_t rtt = -1;
+    if (sack && c->ntxr) {
+        rtt = tcp_rack__on_ack(c, seq_gt(ack, c->snd_una) ? ack : c->snd_una, &s->th.opts, env->now);
+        c->flags &= ~TCPF_RTT_TIMING;
+        if (rtt >= 0)
+            tcp_rtt__sample(c, (slip_time_t)rtt);
+    }
     if (sack && s->th.opts.nsack)
         newly_sacked = tcp_sack__update(c, &s->th.opts);
 
@@ -160,7 +166,8 @@ static bool process_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
         uint32_t acked = ack - c->snd_una;
         uint32_t flight_before = c->snd_max - c->snd_una;
         c->st.bytes_acked += acked;
-        /* RFC 6298 §3 with Karn: only a segment never retransmitted gives a sample. */
+        /* RFC 6298 §3 with Karn: only a segment never retransmitted gives a sample (without
+         * SACK or with nothing in the transmit map: one timed segment per round trip). */
         if ((c->flags & TCPF_RTT_TIMING) && seq_gt(ack, c->rt_seq)) {
             tcp_rtt__sample(c, env->now - c->rt_time);
             c->flags &= ~TCPF_RTT_TIMING;

@@ -406,14 +406,47 @@ static void note_reordering(struct tcp_conn *c, const struct tcp_txrec *r, uint3
         c->rack_flags |= RACKF_REO;
 }
 
-void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now)
+/* The ACK's round-trip sample for SRTT (RFC 6298 §3 allows one per ACK with timestamps, RFC 7323
+ * §4; Linux's tcp_ack_update_rtt takes the same three, in this order): the age of the lowest
+ * range the ACK newly acknowledges cumulatively, unless something resent is among what it
+ * acknowledges (Karn: which copy arrived is unknown); else the age of the lowest newly SACKed
+ * range never resent; else, when the ACK moves the left edge, TSecr's age (RFC 7323 §4.3: it
+ * echoes the segment that filled the hole, resent or not). -1: no sample. The one timed segment
+ * per round trip used before gave none in recovery, and the first after it included the time the
+ * holes took to fill: on a lossy path SRTT stayed high and stale (issue 15). */
+static int64_t rtt_sample(const struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, uint32_t t,
+                          uint32_t ts_now, int64_t sack_us)
+{
+    const struct tcp_txrec *txr = tcp_txr(c);
+    int64_t cum_us = -1;
+    for (unsigned i = 0; i < c->ntxr && seq_lt(txr[i].start, ack); i++) {
+        const struct tcp_txrec *r = &txr[i];
+        if (r->flags & TXR_RETRANS) {
+            cum_us = -1;
+            break;
+        }
+        if (cum_us < 0 && !fully_sacked(c, r->start, seq_min(r->end, ack)))
+            cum_us = SLIP_MAX(tdiff(t, r->xmit_us), 0);
+    }
+    if (cum_us >= 0)
+        return cum_us;
+    if (sack_us >= 0)
+        return sack_us;
+    if (seq_gt(ack, c->snd_una) && (c->flags & TCPF_TS_OK) && o->has_ts && o->tsecr &&
+        tdiff(ts_now, o->tsecr) >= 0 && tdiff(ts_now, o->tsecr) < 600 * 1000)
+        return (int64_t)tdiff(ts_now, o->tsecr) * 1000;
+    return -1;
+}
+
+int64_t tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now)
 {
     if (!(c->flags & TCPF_SACK_OK) || !c->ntxr)
-        return;
+        return -1;
     uint32_t t = now_us(now), dmss = tcp_output__data_mss(c);
     if (!(c->rack_flags & RACKF_VALID))
         c->rack_fack = c->snd_una;
     uint32_t prior_fack = c->rack_fack, ts_now = tcp_ts_now(now) + c->ts_offset;
+    int64_t sack_us = -1;
     const struct tcp_txrec *txr = tcp_txr(c);
     for (unsigned i = 0; i < c->ntxr; i++) {
         const struct tcp_txrec *r = &txr[i];
@@ -431,6 +464,8 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
                 bool newly = !fully_sacked(c, os, oe);
                 if (newly)
                     note_reordering(c, r, first_unsacked(c, os), prior_fack);
+                if (newly && sack_us < 0 && !(r->flags & TXR_RETRANS))
+                    sack_us = SLIP_MAX(tdiff(t, r->xmit_us), 0);    /* records go up in sequence */
                 rack_update(c, r, oe, t, newly, false);
             }
         }
@@ -448,6 +483,8 @@ void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_op
                 rack_update(c, r, e, t, true, true);
         }
     }
+    int64_t us = rtt_sample(c, ack, o, t, ts_now, sack_us);
+    return us < 0 ? -1 : us * (int64_t)SLIP_USEC;
 }
 
 /* RFC 8985 §6.2 step 4: min_RTT/4 (never above SRTT), or 0 when no reordering was seen and the

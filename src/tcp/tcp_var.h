@@ -296,8 +296,9 @@ uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c);
 void tcp_rack__sent(struct tcp_conn *c, uint32_t seq, uint32_t end, slip_time_t now);
 /* Forgets records below SND.UNA. */
 void tcp_rack__trim(struct tcp_conn *c);
-/* RFC 8985 §6.2 steps 1-3 for an arriving ACK (before the scoreboard takes its blocks). */
-void tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now);
+/* RFC 8985 §6.2 steps 1-3 for an arriving ACK (before the scoreboard takes its blocks).
+ * Returns the ACK's round-trip sample for SRTT (ns), or -1 when it gives none. */
+int64_t tcp_rack__on_ack(struct tcp_conn *c, uint32_t ack, const struct wire_tcp_opts *o, slip_time_t now);
 /* After an ACK: DupThresh and RACK marking, recovery entry, PRR's cwnd, the TLP timer.
  * delivered: bytes newly acknowledged or SACKed by it. */
 void tcp_rack__after_ack(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, uint32_t delivered,

@@ -515,6 +515,44 @@ TEST(test_rack_ignores_a_retransmission_acked_for_its_original)
     CHECK(xmit, ==, xmit0 + 10000);
 }
 
+/* SRTT's samples (tcp_rack.c rtt_sample): ten segments at t=0 with SRTT 10 ms; at 40 ms the
+ * ACK SACKs 1-9 (0 lost) and recovery resends 0. The SACKed originals are 40 ms old: SRTT
+ * (7 * 10 + 40) / 8 = 13.75 ms, RTTVAR (3 * 2.5 + 30) / 4 = 9.375 ms, from an ACK that does
+ * not move SND.UNA. At 65 ms the cumulative ACK covers the retransmission: Karn gives no sample
+ * from its send time; with timestamps its TSecr (the retransmission's TSval) gives 25 ms, SRTT
+ * (7 * 13.75 + 25) / 8 = 15.156 ms. The one timed segment per round trip used before gave
+ * neither: recovery stops the timing, and SRTT stayed 10 ms. */
+static void recovery_rtts(bool ts, uint32_t *srtt_sack, uint32_t *rttvar_sack, uint32_t *srtt_cum)
+{
+    struct st s;
+    uint32_t mss, una, rts = 0;
+    ten_sent(&s, ts, &mss, &una);
+    s.env->now += 30 * SLIP_MSEC;
+    uint32_t b[1][2] = { { una + mss, una + 10 * mss } };
+    ack(&s, una, 1, b, s.our_tsval);
+    CHECK(!!(C(&s)->flags & TCPF_RECOVERY), ==, 1);
+    CHECK(sent_at(&s, una, &rts), ==, 1);
+    *srtt_sack = C(&s)->srtt_us;
+    *rttvar_sack = C(&s)->rttvar_us;
+    s.env->now += 25 * SLIP_MSEC;
+    ack(&s, una + 10 * mss, 0, NULL, rts);
+    CHECK(C(&s)->snd_una, ==, una + 10 * mss);
+    *srtt_cum = C(&s)->srtt_us;
+    st_fini(&s);
+}
+
+TEST(test_srtt_samples_sacks_and_timestamps_in_recovery)
+{
+    uint32_t srtt_sack, rttvar_sack, srtt_cum;
+    recovery_rtts(false, &srtt_sack, &rttvar_sack, &srtt_cum);
+    CHECK(srtt_sack, ==, 13750);
+    CHECK(rttvar_sack, ==, 9375);
+    CHECK(srtt_cum, ==, 13750);
+    recovery_rtts(true, &srtt_sack, &rttvar_sack, &srtt_cum);
+    CHECK(srtt_sack, ==, 13750);
+    CHECK(srtt_cum, ==, 15156);
+}
+
 /* In recovery with one segment left outstanding (segment 4, after the ACK for 0-3), the recovery
  * probe does not add RFC 8985's 200 ms for a delayed ACK: the receiver has just seen a hole and
  * acknowledges at once (RFC 5681 §4.2). It resends segment 4 about 2 SRTT + 2 ms after the ACK,
