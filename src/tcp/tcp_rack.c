@@ -864,11 +864,9 @@ void tcp_rack__tlp_ack(struct ip_env *env, struct tcp_conn *c, uint32_t ack, con
         return;
     if (c->tlp_state == 3)
         return;                         /* a recovery probe: tcp_rack__after_ack ends it */
-    if (c->tlp_state == 2 && o->nsack) {
-        uint32_t l = o->sack[0].left, r = o->sack[0].right;
-        bool dsack = seq_lt(l, r) && (seq_leq(r, ack) ||
-                     (o->nsack > 1 && seq_geq(l, o->sack[1].left) && seq_leq(r, o->sack[1].right)));
-        if (dsack && seq_gt(r, c->tlp_end - tcp_output__data_mss(c)) && seq_leq(r, c->tlp_end)) {
+    if (c->tlp_state == 2 && tcp_sack__dsack(o, ack)) {
+        uint32_t r = o->sack[0].right;
+        if (seq_gt(r, c->tlp_end - tcp_output__data_mss(c)) && seq_leq(r, c->tlp_end)) {
             c->tlp_state = 0;
             return;
         }

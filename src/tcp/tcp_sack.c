@@ -160,6 +160,15 @@ uint32_t tcp_sack__unsacked(const struct tcp_conn *c, uint32_t s, uint32_t e)
     return n;
 }
 
+bool tcp_sack__dsack(const struct wire_tcp_opts *o, uint32_t ack)
+{
+    if (!o->nsack)
+        return false;
+    uint32_t l = o->sack[0].left, r = o->sack[0].right;
+    return seq_lt(l, r) && (seq_leq(r, ack) ||
+                            (o->nsack > 1 && seq_geq(l, o->sack[1].left) && seq_leq(r, o->sack[1].right)));
+}
+
 uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c)
 {
     const struct tcp_sack_block *sb = tcp_sb(c);

@@ -130,18 +130,14 @@ void tcp_undo__on_ack(struct tcp_shared *sh, struct tcp_conn *c, uint32_t old_un
 {
     const struct wire_tcp_opts *o = &s->th.opts;
     uint32_t ack = s->ack;
-    /* RFC 2883 §4: a first block below the cumulative ACK, or inside the second block, reports
-     * a duplicate. RFC 3708 §3: each one inside the episode accounts for a retransmission. */
-    if ((c->flags & TCPF_SACK_OK) && o->nsack) {
+    /* RFC 2883 §4 D-SACK; RFC 3708 §3: each one inside the episode accounts for a
+     * retransmission. */
+    if ((c->flags & TCPF_SACK_OK) && tcp_sack__dsack(o, ack)) {
         uint32_t l = o->sack[0].left, r = o->sack[0].right;
-        bool dsack = seq_lt(l, r) && (seq_leq(r, ack) ||
-                     (o->nsack > 1 && seq_geq(l, o->sack[1].left) && seq_leq(r, o->sack[1].right)));
-        if (dsack) {
-            sh->c.dsacks_in++;
-            if (c->undo.kind != TCP_UNDO_NONE && seq_geq(l, c->undo.marker) && seq_leq(r, c->snd_max)) {
-                uint32_t n = segs(c, r - l);
-                c->undo.retrans_segs = c->undo.retrans_segs > n ? c->undo.retrans_segs - n : 0;
-            }
+        sh->c.dsacks_in++;
+        if (c->undo.kind != TCP_UNDO_NONE && seq_geq(l, c->undo.marker) && seq_leq(r, c->snd_max)) {
+            uint32_t n = segs(c, r - l);
+            c->undo.retrans_segs = c->undo.retrans_segs > n ? c->undo.retrans_segs - n : 0;
         }
     }
     bool orig_acked = c->undo.orig_acked;

@@ -289,6 +289,9 @@ uint32_t tcp_sack__pipe(const struct tcp_conn *c);
 /* RFC 6675 §4 NextSeg(): sets seq and len of the next segment to send; false when none. */
 bool tcp_sack__next_seg(const struct tcp_conn *c, uint32_t *seq, uint32_t *len, bool *rexmit);
 uint32_t tcp_sack__sacked_bytes(const struct tcp_conn *c);
+/* RFC 2883 §4: the ACK's first block reports a duplicate (a D-SACK) when it lies below the
+ * cumulative ACK or inside the second block. */
+bool tcp_sack__dsack(const struct wire_tcp_opts *o, uint32_t ack);
 
 /* tcp_rack.c: RACK-TLP (RFC 8985), DupThresh marking, PRR (RFC 6937) for SACK connections. */
 /* A range [seq, end) (FIN counted) was just sent: new data extends the transmit map, a
