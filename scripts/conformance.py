@@ -16,6 +16,9 @@ How it runs (packetdrill's remote "wire" mode):
     a kernel socket);
   - the scripts' 192.168/192.0.2 addresses are remapped with packetdrill's options: we are
     198.18.0.1, the gateway (the wire server) 198.18.0.2, the remote peer 198.19.0.1/24.
+  - the scripts ask for CUBIC (their defaults.sh); where the machine's
+    net.ipv4.tcp_allowed_congestion_control lacks cubic, a namespace cannot choose it, so the run
+    adds it to that list and puts the list back at the end (allow_cubic).
 
 A script slipstream fails only because our SYN offers another window scale than Linux's 8 is run
 once more with our value in its expected SYNs (a legitimate choice, see docs/COMPLIANCE.md): both
@@ -208,6 +211,40 @@ def first_error(logdir, rel):
     return ""
 
 
+ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+
+def allow_cubic():
+    """The scripts' defaults.sh sets net.ipv4.tcp_congestion_control=cubic. Outside the first
+    network namespace Linux lets only tcp_allowed_congestion_control's algorithms be the default
+    (EPERM otherwise), and a machine whose list lacks cubic (this test machine: reno bbr) left
+    both stacks on the namespace's inherited default, BBR, under scripts written for CUBIC (the
+    stack follows the sysctl as the kernel does). cubic is added to that machine-wide list for
+    the run and the list put back after it. Returns the list before (None: left as it was)."""
+    try:
+        with open(ALLOWED_CC) as f:
+            before = f.read().strip()
+    except OSError:
+        return None
+    if "cubic" in before.split():
+        return None
+    try:
+        with open(ALLOWED_CC, "w") as f:
+            f.write(before + " cubic")
+    except OSError as e:
+        print(f"conformance: warning: cannot add cubic to {ALLOWED_CC} ({e}): the scripts will run "
+              f"under the namespace's default algorithm", flush=True)
+        return None
+    print(f"conformance: {ALLOWED_CC} is '{before} cubic' for this run ('{before}' after it)", flush=True)
+    return before
+
+
+def restore_allowed(before):
+    if before is not None:
+        with open(ALLOWED_CC, "w") as f:
+            f.write(before)
+
+
 def main():
     src = os.environ.get("PACKETDRILL_SRC", "")
     if not src:
@@ -232,6 +269,7 @@ def main():
         shutil.rmtree(logdir)
 
     from testbed import Testbed, Topology
+    allowed_before = allow_cubic()
     prefix = os.environ.get("SLIP_NS_PREFIX", "slc") + "pd"
     jobs = max(1, int(os.environ.get("CONFORMANCE_JOBS", "3")))
     todo = queue.Queue()
@@ -273,11 +311,14 @@ def main():
     # SIGTERM ends the run like Ctrl-C: the testbeds' atexit hook takes the namespaces down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.5)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    finally:
+        restore_allowed(allowed_before)
     results = [(rel, *done[rel]) for rel in scripts if rel in done]
     counts = {k: sum(r[i] == "pass" for r in results) for i, k in
               ((1, "kernel"), (2, "slipstream"), (3, "normalised"))}
