@@ -11,7 +11,8 @@ kernel receiver in a (tests/system/peers/tcp_bulk.py recv) twice:
   not a like-for-like comparison);
 - slipstream: tests/prog/tcp_tool connect-send in b (the stack's TCP), its stdin the same stream
   written to a file on tmpfs beforehand (SLIP_LOSS_FEED=pipe: tcp_bulk gen | tcp_tool instead),
-  with CUBIC (the stack's default) and with BBR (SLIP_TCP_CC=bbr: src/tcp/cc/bbr.c).
+  with CUBIC (SLIP_TCP_CC=cubic) and with BBR (SLIP_TCP_CC=bbr: src/tcp/cc/bbr.c). Both sides are
+  told their algorithm, whatever the namespace's net.ipv4.tcp_congestion_control.
 
 MiB/s is the receiver's (first byte to EOF, data verified). Kernel retransmissions and RTO
 expiries are nstat's TcpRetransSegs / TcpExtTCPTimeouts (and TCPLossProbes) of b's namespace
@@ -110,7 +111,7 @@ def stream_file(tcp, nbytes, seed):
 
 
 def stack_send(tcp, tb, tool, nbytes, seed, cc="cubic"):
-    """The stack's sender with congestion control cc (SLIP_TCP_CC: the stack's default)."""
+    """The stack's sender with congestion control cc (SLIP_TCP_CC)."""
     a, b = tb.host("a"), tb.host("b")
     if FEED == "pipe":
         old = os.environ.get("SLIP_TCP_CC")

@@ -31,8 +31,8 @@
       .doc = "TCP connections one stack holds at once, listeners and TIME_WAIT included; memory grows with the connections in use (up to 4.9 KiB each in the stack, struct tcp_conn, plus the kernel socket behind each accepted fd), not with this number: it sizes address space only") \
     X(MAX_UDP, INT, STACK, .min = 16, .max = 4194304, .def = "8192", \
       .doc = "UDP sockets one stack holds at once (address space, not memory)") \
-    X(TCP_CC, ENUM, STACK, .choices = "cubic,reno,bbr", .def = "cubic", \
-      .doc = "congestion control of the stack's TCP connections unless TCP_CONGESTION picks another: cubic (RFC 9438), reno (RFC 5681), bbr (BBR version 1, paced)") \
+    X(TCP_CC, ENUM, STACK, .choices = "kernel,cubic,reno,bbr", .def = "kernel", \
+      .doc = "congestion control of the stack's TCP connections unless TCP_CONGESTION picks another: kernel (as net.ipv4.tcp_congestion_control of the program's network namespace, read as the other TCP sysctls are; an algorithm the stack does not have gives cubic), cubic (RFC 9438), reno (RFC 5681), bbr (BBR version 1, paced)") \
     X(LOG, ENUM, STACK, .choices = "error,warn,info,debug", .def = "warn", \
       .doc = "the least severe messages printed") \
     X(IFACES, LIST, POSIX, .min = 1, .max = 4, \

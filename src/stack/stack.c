@@ -253,8 +253,22 @@ static bool read_sysctl(const char *path, long *v, int n)
     return got == n;
 }
 
-/* ECN, buffer autotuning and the SYN options as the kernel's TCP in this namespace has them
- * (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c; docs/CONFIG.md). Read when the stack starts
+/* The first word of a sysctl file (a name such as net.ipv4.tcp_congestion_control's). */
+static bool read_sysctl_word(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    bool ok = fgets(out, (int)len, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return false;
+    out[strcspn(out, " \t\n")] = 0;
+    return out[0] != 0;
+}
+
+/* ECN, buffer autotuning, the SYN options and the congestion control as the kernel's TCP in
+ * this namespace has them (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c, cc/; docs/CONFIG.md). Read when the stack starts
  * (nothing else runs yet), again at the first connect or listen, and after that at most once a
  * second when a program connects or listens (take_lock: the update under the stack's lock), so
  * a change reaches the connections opened after it, as in Linux, which reads them per
@@ -287,8 +301,21 @@ void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock)
     for (size_t i = 0; i < SLIP_ARRAY_SIZE(opts); i++)
         if (read_sysctl(opts[i].path, v, 1) && v[0] == 0)
             off |= opts[i].off;
+    /* net.ipv4.tcp_congestion_control, unless SLIP_TCP_CC named one: an unmodified program gets
+     * the algorithm the kernel's TCP would give it (this machine's BBR, Debian's CUBIC). */
+    uint8_t cc = t->default_cc;
+    char name[32];
+    if (t->cc_sysctl && read_sysctl_word("/proc/sys/net/ipv4/tcp_congestion_control", name, sizeof(name))) {
+        int a = tcp_cc__by_name(name);
+        if (a < 0 && !s->cc_unknown_said) {
+            slip_info("net.ipv4.tcp_congestion_control is %s, which the stack does not have: cubic", name);
+            s->cc_unknown_said = true;
+        }
+        cc = a < 0 ? TCP_CC_CUBIC : (uint8_t)a;
+    }
     if (take_lock)
         stack_lock(s);
+    t->default_cc = cc;
     t->ecn = ecn;
     t->wmem_max = wmem;
     t->rmem_max = rmem;
@@ -432,12 +459,14 @@ static int stack_open(struct slip_stack **out, const struct slip_config *cfg, st
     }
     tcp_shared__init(s->tcp, mc, key);
     {
-        /* SLIP_TCP_CC: the connections' congestion control (its choices in TCP_CC_* order). */
-        static const uint8_t ccs[] = { TCP_CC_CUBIC, TCP_CC_NEWRENO, TCP_CC_BBR };
+        /* SLIP_TCP_CC: the connections' congestion control (its choices in order; "kernel":
+         * slip_stack__tcp_sysctls reads it). */
+        static const uint8_t ccs[] = { TCP_CC_CUBIC, TCP_CC_CUBIC, TCP_CC_NEWRENO, TCP_CC_BBR };
         uint64_t v;
         if ((rc = slip_env__get(SLIP_ENV_TCP_CC, &v, err, errlen)) < 0)
             goto fail;
         s->tcp->default_cc = ccs[v];
+        s->tcp->cc_sysctl = v == 0;
     }
     ip6_flow__init(s->ip, key + 32);
     ip_reass__read_sysctls(s->ip);

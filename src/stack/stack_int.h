@@ -156,6 +156,7 @@ struct slip_stack {
     int token_fd;               /* the listening socket that holds the index (group.c), or -1 */
     struct slip_shm *shm;
     slip_time_t sysctl_at;      /* when a connect or listen last read the TCP sysctls (0: none yet) */
+    bool cc_unknown_said;       /* the log said the namespace's congestion control is not ours */
     struct pkt_pool pool;
     struct xsk_umem_area *umem;
     struct ctl *ctl;

@@ -325,6 +325,7 @@ struct tcp_conn {
     slip_time_t chrono_start;
     uint64_t chrono_ns[3];    /* by TCP_CHRONO_* - 1 */
     uint8_t chrono_type;      /* TCP_CHRONO_*: the one running since chrono_start */
+    uint8_t cc_user;          /* TCP_CONGESTION chose cc_algo: connect and listen keep it */
     uint16_t adv_mss;
 
     /* IPv6 (tcp6.c), last so the IPv4 path touches the same lines as before. With TCPF_V6 the
@@ -380,6 +381,7 @@ struct tcp_shared {
     slip_time_t challenge_window;
     uint32_t challenge_count;
     uint8_t default_cc;
+    uint8_t cc_sysctl;        /* 1: default_cc follows net.ipv4.tcp_congestion_control */
     uint8_t syncookies;       /* 0 never, 1 when the SYN queue overflows (Linux default), 2 always */
     uint8_t ecn;              /* net.ipv4.tcp_ecn: 0 off, 1 ask and accept, 2 accept (default) */
     uint8_t opts_off;         /* TCP_OPTS_OFF_*: options the namespace's sysctls turned off */

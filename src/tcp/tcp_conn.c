@@ -373,6 +373,14 @@ void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c)
     c->rto_us = (uint32_t)(TCP_RTO_INIT / SLIP_USEC);
 }
 
+void tcp_conn__default_cc(const struct tcp_shared *sh, struct tcp_conn *c)
+{
+    if (c->cc_user || c->cc_algo == sh->default_cc)
+        return;
+    c->cc_algo = sh->default_cc;
+    c->pacing_rate = 0;         /* only an algorithm that paces sets it (BBR's init) */
+}
+
 static void wake_remove(struct tcp_shared *sh, struct tcp_conn *c)
 {
     if (!(c->flags & TCPF_IN_WAKE))

@@ -137,6 +137,7 @@ static int connect_tail(struct ip_env *env, struct tcp_shared *sh, struct tcp_co
     c->rport = rport;
     c->mss = tcp_conn__route_mss(env, c);
     init_send(sh, c, tcp_isn(sh, laddr, lport, raddr, rport, env->now));
+    tcp_conn__default_cc(sh, c);
     tcp_cc__get(c->cc_algo)->init(c);
     tcp_set_state(sh, c, TCPS_SYN_SENT);
     tcp_conn__hash(sh, c);
@@ -163,6 +164,7 @@ int tcp_conn__spawn(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *
     c->user_timeout_ms = l->user_timeout_ms;
     c->linger = l->linger;
     c->cc_algo = l->cc_algo;
+    c->cc_user = l->cc_user;
     c->user_mss = l->user_mss;
     c->tclass = l->tclass;
     c->hops = l->hops;

@@ -61,6 +61,7 @@ static int listen_at(struct tcp_shared *sh, struct tcp_conn *c, be32 laddr, uint
     }
     if (c->state != TCPS_CLOSED || (c->flags & TCPF_DONE))
         return -EINVAL;
+    tcp_conn__default_cc(sh, c);            /* the children take the listener's */
     /* SO_REUSEPORT (Linux): listeners may share (laddr, lport) when all of them asked for it.
      * The same-user rule is the kernel's: the application's kernel socket is bound first. */
     for (slip_idx_t j = sh->lhash[tcp__lhash(lport)]; j != SLIP_NIL; j = sh->conns[j].hnext) {

@@ -87,6 +87,7 @@ int tcp_conn__setopt(struct ip_env *env, struct tcp_shared *sh, slip_idx_t i, en
         if (val < 0 || val >= TCP_CC_COUNT)
             return -ENOENT;
         c->cc_algo = (uint8_t)val;
+        c->cc_user = 1;
         c->pacing_rate = 0;     /* only an algorithm that paces sets it (BBR's init) */
         tcp_cc__get(c->cc_algo)->init(c);
         return 0;

@@ -61,6 +61,10 @@ void tcp_conn__wake(struct tcp_shared *sh, struct tcp_conn *c);
 void tcp_conn__drop(struct ip_env *env, struct tcp_shared *sh, struct tcp_conn *c, int err);
 /* Initial values for a fresh connection (buffers, options inherited from a listener). */
 void tcp_conn__defaults(struct tcp_shared *sh, struct tcp_conn *c);
+/* At connect and listen: a connection whose algorithm TCP_CONGESTION did not choose takes the
+ * stack's default as it is now (SLIP_TCP_CC, or the namespace's net.ipv4.tcp_congestion_control
+ * as read again at that call), not the one of when its socket was made. */
+void tcp_conn__default_cc(const struct tcp_shared *sh, struct tcp_conn *c);
 /* Our window scale for a receive buffer (RFC 7323 §2.2); a listener's children and SYN cookies
  * must agree on it. */
 uint8_t tcp_conn__wscale(const struct tcp_shared *sh, const struct tcp_conn *c);

@@ -7,9 +7,10 @@ router namespace (tc BPF loss at its ingress, tests/prog/tc_loss):
   duplicate ACK lets RACK resend the tail (rack_lost); when the FIN rides on the tail, the loss
   probe does it (tlp_probes). Either way no timeout;
 - 8 MiB at 5 % loss each way sent by the stack finishes within twice the time the kernel's
-  sender needs for the same transfer in the same test. The kernel is measured with CUBIC, the
-  stack's algorithm: this machine's default is BBR, which does not treat random loss as
-  congestion and is several times faster here (bench/loss.py shows both). Each side runs twice,
+  sender needs for the same transfer in the same test. Both run CUBIC (SLIP_TCP_CC=cubic: the
+  stack's default follows the namespace's net.ipv4.tcp_congestion_control): this machine's
+  default is BBR, which does not treat random loss as congestion and is several times faster
+  here (bench/loss.py shows both). Each side runs twice,
   alternating, and the sums are compared: one transfer at 5 % swings by 2-3x between runs, most
   of it in a few retransmission timeouts.
 """
@@ -86,7 +87,8 @@ def test_5pct_loss_within_twice_kernel_time(router_tb, tool):
             kt.append(r["seconds"])
             rto_k += k1.get("TcpExtTCPTimeouts", 0) - k0.get("TcpExtTCPTimeouts", 0)
             print(f"\nkernel CUBIC round {i}: {r['seconds']} s ({time.monotonic() - t0:.1f} s wall)")
-            res = stack_to_kernel(a, b, tool, n, seed=70 + i, port=5311 + i, timeout=300)
+            res = stack_to_kernel(a, b, tool, n, seed=70 + i, port=5311 + i, env={"SLIP_TCP_CC": "cubic"},
+                                  timeout=300)
             check_intact(res, n, f"stack round {i}")
             st.append(res["receiver"]["seconds"])
             rto_s += res["counters"].get("tcp.rto_expiries", 0)

@@ -430,4 +430,29 @@ TEST(test_tcp_congestion_bbr_set_get)
     harness_fini(&h);
 }
 
+/* The stack's default algorithm is read again at connect and listen (SLIP_TCP_CC=kernel follows
+ * the namespace's sysctl): a socket made before takes the new default then, unless its program
+ * chose one with TCP_CONGESTION. */
+TEST(test_default_cc_taken_at_listen_unless_chosen)
+{
+    struct harness h;
+    harness_init(&h);
+    struct tcp_shared *sh = t_new_shared(4);
+    sh->default_cc = TCP_CC_BBR;
+    int plain = tcp_conn__open(sh), chosen = tcp_conn__open(sh);
+    CHECK(tcp_conn__get(sh, (slip_idx_t)plain)->cc_algo, ==, TCP_CC_BBR);
+    CHECK(tcp_conn__setopt(&h.env, sh, (slip_idx_t)chosen, TCPO_CONGESTION, TCP_CC_BBR), ==, 0);
+    CHECK(tcp_conn__get(sh, (slip_idx_t)chosen)->pacing_rate, >, 0);
+    sh->default_cc = TCP_CC_NEWRENO;        /* what a later read of the sysctl found */
+    CHECK(tcp_conn__listen(sh, (slip_idx_t)plain, 0, 7001, 8), ==, 0);
+    CHECK(tcp_conn__listen(sh, (slip_idx_t)chosen, 0, 7002, 8), ==, 0);
+    CHECK(tcp_conn__get(sh, (slip_idx_t)plain)->cc_algo, ==, TCP_CC_NEWRENO);
+    CHECK(tcp_conn__get(sh, (slip_idx_t)plain)->pacing_rate, ==, 0);
+    CHECK(tcp_conn__get(sh, (slip_idx_t)chosen)->cc_algo, ==, TCP_CC_BBR);
+    tcp_conn__abort(&h.env, sh, (slip_idx_t)plain);
+    tcp_conn__abort(&h.env, sh, (slip_idx_t)chosen);
+    free(sh);
+    harness_fini(&h);
+}
+
 TEST_MAIN()
