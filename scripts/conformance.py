@@ -148,6 +148,11 @@ def run_one(tb, pd, base, rel, stack, build, logdir, timeout, tol):
                "--send_omit_free", *DEFINES, os.path.basename(rel)]
         if stack == "slipstream":
             cmd = [os.path.join(build, "slipstream"), "run", "--iface", "veth0", "--", *cmd]
+        # defaults.sh (run by the script, after our program started) asks for CUBIC; the stack
+        # reads the namespace's TCP sysctls when it starts and then at most once a second at a
+        # connect or listen (docs/CONFIG.md), and packetdrill's own control connection is its
+        # first connect: the namespace starts each script with CUBIC already, for both stacks.
+        c.run(["sysctl", "-qw", "net.ipv4.tcp_congestion_control=cubic"], timeout=10)
         # The scripts name their helpers relative to their own directory (../common/defaults.sh).
         cwd = os.path.join(base, os.path.dirname(rel))
         argv = tb.host("c").wrap(["sh", "-c", 'cd "$0" && exec "$@"', cwd, *cmd])
