@@ -268,11 +268,12 @@ static bool read_sysctl_word(const char *path, char *out, size_t len)
 }
 
 /* ECN, buffer autotuning, the SYN options and the congestion control as the kernel's TCP in
- * this namespace has them (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c, cc/; docs/CONFIG.md). Read when the stack starts
- * (nothing else runs yet), again at the first connect or listen, and after that at most once a
- * second when a program connects or listens (take_lock: the update under the stack's lock), so
- * a change reaches the connections opened after it, as in Linux, which reads them per
- * connection (a change within a second of the last read may wait for the next one). */
+ * this namespace has them (src/tcp/tcp_ecn.c, tcp_buf.c, tcp_input.c, cc/; docs/CONFIG.md).
+ * Read when the stack starts (nothing else runs yet), again at the first connect or listen, and
+ * after that at most once a second when a program connects or listens (take_lock: the update
+ * under the stack's lock), so a change reaches the connections opened after it, as in Linux,
+ * which reads them per connection (a change within a second of the last read may wait for the
+ * next one). */
 void slip_stack__tcp_sysctls(struct slip_stack *s, bool take_lock)
 {
     if (take_lock) {
