@@ -35,7 +35,8 @@ s.recv(2); s.close()
 """
 
 # The stack's side: its socket exists (so the stack has started, with the old values) before the
-# test changes the sysctls and makes a file appear; then it connects or listens.
+# test changes the sysctls and makes a file appear; then it connects or listens. The client also
+# prints its connection's congestion control.
 SCLIENT = r"""
 import os, socket, sys, time
 s = socket.socket()
@@ -44,6 +45,8 @@ while not os.path.exists(sys.argv[3]):
     time.sleep(0.05)
 s.settimeout(20)
 s.connect((sys.argv[1], int(sys.argv[2])))
+name = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+print("cc", name, flush=True)
 assert s.recv(2) == b"ok"
 s.close()
 print("done", flush=True)
@@ -78,12 +81,12 @@ def options_of(proc):
     raise AssertionError(f"no options line: {out!r} {err[-1000:]!r}")
 
 
-def one_connection(a, b, slip, tmp_path, value, port, stack_serves):
-    """The stack's program starts with the sysctls at 1 - value, they change to value, then it
-    connects to a kernel server in a (or listens, and a kernel client connects): the kernel
-    side's tcpi_options."""
+def one_connection(a, b, slip, tmp_path, port, stack_serves, before, after, env=None):
+    """The stack's program starts in b after before() (sysctls as it sees them at its start),
+    then after() runs and the program connects to a kernel server in a (or listens, and a kernel
+    client connects). Returns the kernel side's tcpi_options and the program's output."""
     flag = str(tmp_path / f"go-{port}")
-    set_opts(b, 1 - value)          # what the stack sees when it starts
+    before()
     if stack_serves:
         kern_cmd = ["python3", "-c", KCLIENT, b.addr, str(port)]
         stack_cmd = slip + ["python3", "-c", SSERVER, str(port), flag]
@@ -95,9 +98,10 @@ def one_connection(a, b, slip, tmp_path, value, port, stack_serves):
         if not stack_serves:
             kern = a.popen(kern_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             assert kern.stdout.readline().strip() == "listening"
-        stack = b.popen(stack_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stack = b.popen(stack_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        env=dict(os.environ, **(env or {})))
         assert stack.stdout.readline().strip() == "started", stack.stderr.read() if stack.poll() is not None else ""
-        set_opts(b, value)
+        after()
         open(flag, "w").close()
         if stack_serves:
             assert stack.stdout.readline().strip() == "listening", \
@@ -106,12 +110,19 @@ def one_connection(a, b, slip, tmp_path, value, port, stack_serves):
         opts = options_of(kern)
         out, err = stack.communicate(timeout=30)
         assert stack.returncode == 0 and "done" in out, (out, err[-1000:])
-        return opts
+        return opts, out
     finally:
         for p in (kern, stack):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def options_follow(a, b, slip, tmp_path, value, port, stack_serves):
+    """The sysctls at 1 - value when the program starts, value when it connects or listens: the
+    kernel side's tcpi_options."""
+    return one_connection(a, b, slip, tmp_path, port, stack_serves, lambda: set_opts(b, 1 - value),
+                          lambda: set_opts(b, value))[0]
 
 
 def test_syn_options_follow_the_namespace_sysctls(testbed, slip_bin, tmp_path):
@@ -125,31 +136,14 @@ def test_syn_options_follow_the_namespace_sysctls(testbed, slip_bin, tmp_path):
     slip = [str(slip_bin("slipstream")), "run", "--iface", b.ifname, "--"]
     all3 = OPT_TS | OPT_SACK | OPT_WS
     got = {
-        ("client", 0): one_connection(a, b, slip, tmp_path, 0, 7431, False),
-        ("server", 0): one_connection(a, b, slip, tmp_path, 0, 7432, True),
-        ("client", 1): one_connection(a, b, slip, tmp_path, 1, 7433, False),
-        ("server", 1): one_connection(a, b, slip, tmp_path, 1, 7434, True),
+        ("client", 0): options_follow(a, b, slip, tmp_path, 0, 7431, False),
+        ("server", 0): options_follow(a, b, slip, tmp_path, 0, 7432, True),
+        ("client", 1): options_follow(a, b, slip, tmp_path, 1, 7433, False),
+        ("server", 1): options_follow(a, b, slip, tmp_path, 1, 7434, True),
     }
     print(got)
     for (side, value), opts in got.items():
         assert opts & all3 == (all3 if value else 0), f"stack {side}, sysctls {value}: tcpi_options {opts:#x}"
-
-
-# The stack's client: its socket is made (so the stack has started), then, once the file
-# argv[3] exists, it connects and prints its connection's TCP_CONGESTION.
-CC_CLIENT = r"""
-import os, socket, sys, time
-s = socket.socket()
-print("started", flush=True)
-while not os.path.exists(sys.argv[3]):
-    time.sleep(0.05)
-s.settimeout(20)
-s.connect((sys.argv[1], int(sys.argv[2])))
-name = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
-assert s.recv(2) == b"ok"
-s.close()
-print("cc", name, flush=True)
-"""
 
 
 def set_cc(host, name):
@@ -160,27 +154,9 @@ def stack_cc(a, b, slip, tmp_path, port, sysctl, env, later=None):
     """The congestion control of a stack client's connection from b to a kernel server in a:
     b's net.ipv4.tcp_congestion_control is sysctl when the program starts and makes its socket,
     and later (if given) from then until it connects."""
-    set_cc(b, sysctl)
-    flag = str(tmp_path / f"cc-{port}")
-    kern = a.popen(["python3", "-c", KSERVER, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                   text=True)
-    stack = None
-    try:
-        assert kern.stdout.readline().strip() == "listening"
-        stack = b.popen(slip + ["python3", "-c", CC_CLIENT, a.addr, str(port), flag], stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env))
-        assert stack.stdout.readline().strip() == "started", stack.stderr.read() if stack.poll() is not None else ""
-        if later:
-            set_cc(b, later)
-        open(flag, "w").close()
-        out, err = stack.communicate(timeout=60)
-        assert stack.returncode == 0 and "cc " in out, (out, err[-1000:])
-        return out.split("cc ", 1)[1].split()[0]
-    finally:
-        for p in (kern, stack):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+    _, out = one_connection(a, b, slip, tmp_path, port, False, lambda: set_cc(b, sysctl),
+                            lambda: later and set_cc(b, later), env)
+    return out.split("cc ", 1)[1].split()[0]
 
 
 def test_congestion_control_follows_the_namespace_sysctl(testbed, slip_bin, tmp_path):
