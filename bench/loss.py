@@ -18,7 +18,10 @@ MiB/s is the receiver's (first byte to EOF, data verified). Kernel retransmissio
 expiries are nstat's TcpRetransSegs / TcpExtTCPTimeouts (and TCPLossProbes) of b's namespace
 over that transfer; the stack's are tcp_tool's own counters (tcp.retransmits, tcp.rto_expiries,
 tcp.tlp_probes). Each point runs ROUNDS times, kernel and stack alternating; the table keeps
-the median of each (runs go to stderr).
+the median of each (runs go to stderr). Under each table, the RTO expiries of every transfer
+summed per side, and how many of them were the handshake's (a lost SYN or SYN-ACK: nstat's
+TcpExtTCPSynRetrans, the stack's tcp.syn_rto), which cost the 1 s initial RTO before the first
+byte and so not the MiB/s.
 
 RTT: rows at "~0.1 ms" are the bare veth path, the loss done by tc_loss at the router's ingress.
 Rows with an RTT (SLIP_LOSS_RTTS, default "0,50" ms) route TCP/UDP through tools/delayfwd
@@ -94,6 +97,7 @@ def kernel_send(tcp, tb, nbytes, seed, cc=None):
     d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     return {"ok": r["ok"], "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
             "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0),
+            "syn_rto": d.get("TcpExtTCPSynRetrans", 0),
             "tlp": d.get("TcpExtTCPLossProbes", 0), "segs": d.get("TcpOutSegs", 0)}
 
 
@@ -141,6 +145,7 @@ def stack_send(tcp, tb, tool, nbytes, seed, cc="cubic"):
     ok = rc == 0 and r["ok"] and r.get("first_diff") is None
     return {"ok": ok, "mibs": r["bytes"] / MiB / r["seconds"], "seconds": r["seconds"],
             "retrans": c.get("tcp.retransmits", 0), "rto": c.get("tcp.rto_expiries", 0),
+            "syn_rto": c.get("tcp.syn_rto", 0),
             "tlp": c.get("tcp.tlp_probes", 0), "segs": c.get("tcp.segs_out", 0)}
 
 
@@ -184,7 +189,8 @@ def recv_side(tcp, tb, tool, nbytes, seed, stack, cc="cubic"):
     d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     ok = r["ok"] and snt["ok"] and (r.get("first_diff") is None) and (not stack or t.returncode == 0)
     return {"ok": ok, "mibs": snt["bytes"] / MiB / snt["seconds"], "seconds": snt["seconds"],
-            "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0)}
+            "retrans": d.get("TcpRetransSegs", 0), "rto": d.get("TcpExtTCPTimeouts", 0),
+            "syn_rto": d.get("TcpExtTCPSynRetrans", 0)}
 
 
 def recv_point(tcp, testbed, build_dir, tool, prefix, pct, rtt_ms, nbytes):
@@ -289,11 +295,29 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     rates = [float(x) for x in os.environ.get("SLIP_LOSS_RATES", ",".join(map(str, RATES))).split(",")]
     rtts = [float(x) for x in os.environ.get("SLIP_LOSS_RTTS", "0,50").split(",")]
     rows = []
+    # Every transfer's RTO expiries, and those of the handshake among them (a lost SYN or SYN-ACK
+    # costs the 1 s initial RTO, before the first byte the MiB/s count from), by side.
+    totals = {}
+
+    def total(name, runs):
+        if not runs:
+            return
+        t = totals.setdefault(name, [0, 0])
+        t[0] += sum(x["rto"] for x in runs)
+        t[1] += sum(x.get("syn_rto", 0) for x in runs)
+
+    def totals_line(names):
+        parts = [f"{n} {totals[n][0]} ({totals[n][1]} in handshakes)" for n in names if n in totals]
+        return ("\nRTO expiries over all transfers (of them, SYN or SYN-ACK timeouts): " + "; ".join(parts)
+                + "\n" if parts else "")
     # SLIP_LOSS_SEND=0 skips the sender-side table (for receiver-side runs alone).
     for rtt in (rtts if os.environ.get("SLIP_LOSS_SEND", "1") != "0" else []):
         for pct in rates:
             n = nbytes_rtt if rtt else nbytes
             k_runs, s_runs, b_runs, sb_runs = point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
+            for name, runs in (("kernel CUBIC sender", k_runs), ("stack CUBIC sender", s_runs),
+                               ("kernel BBR sender", b_runs), ("stack BBR sender", sb_runs)):
+                total(name, runs)
             ok = all(x["ok"] for x in k_runs + s_runs + b_runs + sb_runs)
             cub = bbr = "| - | - | - | - | - | - "
             if k_runs:
@@ -316,6 +340,8 @@ def run(repo, build_dir, quick=False, prefix="slb"):
     for rtt, pct in ([(r, p) for r in rtts for p in rates] if os.environ.get("SLIP_LOSS_RECV", "1") != "0" else []):
         n = nbytes_rtt if rtt else nbytes
         k_runs, s_runs = recv_point(tcp, testbed, build_dir, tool, prefix, pct, rtt, n)
+        total("kernel sender behind the kernel receiver", k_runs)
+        total("kernel sender behind the stack receiver", s_runs)
         ok = all(x["ok"] for x in k_runs + s_runs)
         km, sm = med(k_runs, "mibs"), med(s_runs, "mibs")
         rrows.append(f"| {pct:g} % | {f'{rtt:g} ms' if rtt else '~0.1 ms'} | {n // MiB} | {km:.2f} | {sm:.2f} | {sm / km:.2f} | "
@@ -332,4 +358,7 @@ def run(repo, build_dir, quick=False, prefix="slb"):
             "kernel BBR MiB/s | slipstream BBR MiB/s | ratio BBR | retransmits kernel BBR / slip BBR | "
             "RTO expiries kernel BBR / slip BBR |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-    return head + "\n".join(rows) + "\n" + rhead + "\n".join(rrows) + "\n"
+    send_names = ("kernel CUBIC sender", "stack CUBIC sender", "kernel BBR sender", "stack BBR sender")
+    recv_names = ("kernel sender behind the kernel receiver", "kernel sender behind the stack receiver")
+    return (head + "\n".join(rows) + "\n" + totals_line(send_names) + rhead + "\n".join(rrows) + "\n"
+            + totals_line(recv_names))

@@ -359,7 +359,7 @@ struct tcp_conn {
     X(pmtu_reductions) X(keepalive_drops) X(zero_window_probes) X(tlp_probes) X(rack_lost) \
     X(spurious_rto) X(undo_recovery) X(dsacks_in) X(dsacks_out) X(recovery_probes) \
     X(frto_spurious) X(ecn_ce_in) X(ecn_reductions) X(bbr_acks) X(paced_waits) X(burst_acks) X(sack_compressed) \
-    X(big_maps_taken) X(big_maps_none)
+    X(big_maps_taken) X(big_maps_none) X(syn_rto)
 
 struct tcp_counters {
 #define TCP_COUNTER_FIELD(n) uint64_t n;

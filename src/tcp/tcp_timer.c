@@ -127,6 +127,7 @@ static void rexmt_expired(struct ip_env *env, struct tcp_shared *sh, struct tcp_
     c->st.rto_expiries++;
     c->flags &= ~TCPF_RTT_TIMING;   /* Karn */
     if (syn_state) {
+        sh->c.syn_rto++;        /* of rto_expiries: our SYN or SYN-ACK (Linux TCPSynRetrans) */
         c->snd_nxt = c->iss;
     } else {
         /* RFC 5681 §3.1 eq. 4 and cwnd = loss window; RFC 6298 §5.4-5.6. ssthresh is set once
