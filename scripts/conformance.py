@@ -222,10 +222,11 @@ ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 def allow_cubic():
     """The scripts' defaults.sh sets net.ipv4.tcp_congestion_control=cubic. Outside the first
     network namespace Linux lets only tcp_allowed_congestion_control's algorithms be the default
-    (EPERM otherwise), and a machine whose list lacks cubic (this test machine: reno bbr) left
-    both stacks on the namespace's inherited default, BBR, under scripts written for CUBIC (the
-    stack follows the sysctl as the kernel does). cubic is added to that machine-wide list for
-    the run and the list put back after it. Returns the list before (None: left as it was)."""
+    (EPERM otherwise). On a machine whose list lacks cubic (this test machine: reno bbr) the
+    kernel stayed on the namespace's inherited default, BBR, under scripts written for CUBIC, and
+    the stack, which now follows the sysctl as the kernel does, would too. cubic is added to that
+    machine-wide list for the run and the list put back after it. Returns the list before (None:
+    left as it was)."""
     try:
         with open(ALLOWED_CC) as f:
             before = f.read().strip()
